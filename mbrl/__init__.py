@@ -1,0 +1,3 @@
+"""FlowMBPO, the RL side: envs, buffers, SAC, the training loop, logging and checkpoints."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,83 @@
+"""Checkpoint files: atomic writes (temp file + rename), clear errors on bad files.
+
+``ckpt/last.pt`` always holds the full state for resume; ``ckpt/iteration_<N>.pt`` (N = env
+steps) and ``ckpt/ckpt_best.pt`` are hard links to the same bytes when they hold the same
+state, so writing all three costs one serialisation.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+
+FORMAT_VERSION = 1
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint that cannot be used: missing, unreadable, or from another run setup."""
+
+
+def save_atomic(state: dict[str, Any], path: str) -> None:
+    tmp = f"{path}.tmp{os.getpid()}"
+    torch.save(state, tmp)
+    os.replace(tmp, path)  # atomic on POSIX: a reader sees the old or the new file, never half
+
+
+def link_or_copy(src: str, dst: str) -> None:
+    """Make ``dst`` hold ``src``'s bytes, replacing it atomically."""
+    tmp = f"{dst}.tmp{os.getpid()}"
+    try:
+        os.link(src, tmp)
+    except OSError:  # file systems without hard links
+        import shutil
+
+        shutil.copyfile(src, tmp)
+    os.replace(tmp, dst)
+
+
+def load(path: str, env_name: str | None = None, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    """Read a checkpoint; with ``env_name`` also check it was written for that env."""
+    if not os.path.isfile(path):
+        raise CheckpointError(f"checkpoint {path!r} does not exist")
+    try:
+        # weights_only=False: the file holds RNG states and env physics, not just tensors.
+        # Only load checkpoints you wrote yourself.
+        state = torch.load(path, map_location=map_location, weights_only=False)
+    except Exception as err:  # torch raises several types for truncated / foreign files
+        raise CheckpointError(f"checkpoint {path!r} is corrupt or not a FlowMBPO checkpoint: {err}") from None
+    if not isinstance(state, dict) or state.get("format") != FORMAT_VERSION:
+        raise CheckpointError(f"checkpoint {path!r} is not a FlowMBPO checkpoint (format {FORMAT_VERSION})")
+    if env_name is not None and state["env"] != env_name:
+        raise CheckpointError(
+            f"checkpoint {path!r} was written for env {state['env']!r}, not {env_name!r}"
+        )
+    return state
+
+
+class CheckpointManager:
+    """Writes ``last.pt`` / ``iteration_<N>.pt`` / ``ckpt_best.pt`` under ``<run>/ckpt``."""
+
+    def __init__(self, run_dir: str, snapshots: bool, buffer_in_snapshots: bool) -> None:
+        self.dir = os.path.join(run_dir, "ckpt")
+        os.makedirs(self.dir, exist_ok=True)
+        self.snapshots, self.buffer_in_snapshots = snapshots, buffer_in_snapshots
+        self.last_path = os.path.join(self.dir, "last.pt")
+        self.best_path = os.path.join(self.dir, "ckpt_best.pt")
+
+    def save(self, state: dict[str, Any], step: int, is_best: bool) -> None:
+        save_atomic(state, self.last_path)
+        targets = [os.path.join(self.dir, f"iteration_{step}.pt")] if self.snapshots else []
+        if is_best:
+            targets.append(self.best_path)
+        if not targets:
+            return
+        if self.buffer_in_snapshots:
+            for path in targets:
+                link_or_copy(self.last_path, path)
+            return
+        slim = {k: v for k, v in state.items() if k != "buffers"}
+        save_atomic(slim, targets[0])
+        for path in targets[1:]:
+            link_or_copy(targets[0], path)

@@ -1,0 +1,85 @@
+"""Creating environments and saving/restoring their exact state (for bit-exact resume)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import gymnasium as gym
+import mujoco
+import numpy as np
+from gymnasium.envs.mujoco.mujoco_env import MujocoEnv
+from gymnasium.wrappers import RescaleAction, TimeLimit
+
+from mbrl.envs.registry import env_spec
+
+
+def make_env(name: str, max_episode_steps: int | None = None) -> gym.Env:
+    """A single gymnasium env whose actions are rescaled to [-1, 1].
+
+    The agent always acts in [-1, 1]: the buffers, the dynamics model and SAC never see an
+    env's own action bounds (Pendulum's ±2, Humanoid's ±0.4).
+    """
+    spec = env_spec(name)
+    kwargs: dict[str, Any] = {}
+    if max_episode_steps is not None:
+        kwargs["max_episode_steps"] = max_episode_steps
+    env = gym.make(spec.gym_id, **kwargs)
+    if not isinstance(env.action_space, gym.spaces.Box):
+        raise TypeError(f"env {name!r} has a non-Box action space {env.action_space}")
+    space = env.action_space
+    low = np.full(space.shape, -1.0, dtype=space.dtype)
+    return RescaleAction(env, min_action=low, max_action=-low)
+
+
+def env_dims(env: gym.Env) -> tuple[int, int]:
+    """(obs_dim, act_dim) of a flat Box env."""
+    obs_shape = env.observation_space.shape
+    act_shape = env.action_space.shape
+    assert obs_shape is not None and act_shape is not None
+    return int(np.prod(obs_shape)), int(np.prod(act_shape))
+
+
+def _time_limit(env: gym.Env) -> TimeLimit | None:
+    e: Any = env
+    while isinstance(e, gym.Wrapper):
+        if isinstance(e, TimeLimit):
+            return e
+        e = e.env
+    return None
+
+
+def get_env_state(env: gym.Env) -> dict[str, Any]:
+    """Everything needed to continue the current episode exactly (physics, RNG, time limit)."""
+    base = env.unwrapped
+    limit = _time_limit(env)
+    state: dict[str, Any] = {
+        "np_random": copy.deepcopy(base.np_random.bit_generator.state),
+        "elapsed_steps": None if limit is None else limit._elapsed_steps,
+    }
+    if isinstance(base, MujocoEnv):
+        spec = mujoco.mjtState.mjSTATE_INTEGRATION
+        buf = np.empty(mujoco.mj_stateSize(base.model, spec), dtype=np.float64)
+        mujoco.mj_getState(base.model, base.data, buf, spec)
+        state["mujoco"] = buf
+    else:
+        # Classic-control envs keep their whole dynamic state in plain attributes.
+        state["attrs"] = {k: copy.deepcopy(getattr(base, k)) for k in ("state", "last_u")
+                          if hasattr(base, k)}
+    return state
+
+
+def set_env_state(env: gym.Env, state: dict[str, Any]) -> None:
+    """Inverse of :func:`get_env_state`; the env must have been reset once before."""
+    base = env.unwrapped
+    base.np_random.bit_generator.state = state["np_random"]
+    limit = _time_limit(env)
+    if limit is not None:
+        limit._elapsed_steps = state["elapsed_steps"]
+    if "mujoco" in state:
+        assert isinstance(base, MujocoEnv)
+        spec = mujoco.mjtState.mjSTATE_INTEGRATION
+        mujoco.mj_setState(base.model, base.data, np.asarray(state["mujoco"]), spec)
+        mujoco.mj_forward(base.model, base.data)
+    for key, value in state.get("attrs", {}).items():
+        setattr(base, key, copy.deepcopy(value))

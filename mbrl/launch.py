@@ -1,0 +1,97 @@
+"""The hydra side of ``scripts/train.py``: config checks before any folder exists, resume.
+
+Hydra creates the run folder before it calls the task function, so the checks run in a hydra
+callback (``on_run_start``) instead: a bad value exits with a clear message and no folder.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any
+
+from hydra.core.hydra_config import HydraConfig
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf
+
+from mbrl.checkpoint import CheckpointError
+from mbrl.config import Config, ConfigError, validate
+
+# Config groups select a file; a resumed run cannot switch them.
+GROUPS = ("env", "algorithm")
+
+
+def register_resolvers() -> None:
+    """Resolvers used by ``conf/config.yaml``'s ``hydra:`` section."""
+    if not OmegaConf.has_resolver("run_dir"):
+        # A resumed run writes into its own folder; a new run gets runs/<env>/<date_time>.
+        OmegaConf.register_new_resolver(
+            "run_dir", lambda resume, default: default if resume is None else str(resume)
+        )
+    if not OmegaConf.has_resolver("hydra_subdir"):
+        # Keep the original .hydra/ of a resumed run; the resume's own goes beside it.
+        OmegaConf.register_new_resolver(
+            "hydra_subdir",
+            lambda resume: ".hydra" if resume is None else f".hydra/resume_{time.strftime('%Y%m%d_%H%M%S')}",
+        )
+
+
+def _override_key(override: str) -> str:
+    return override.lstrip("+~").split("=", 1)[0]
+
+
+def resolve(cfg: DictConfig, overrides: list[str]) -> Config:
+    """The validated config of this run; for ``resume=DIR`` the saved one plus ``overrides``."""
+    resume = cfg.get("resume")
+    if resume is None:
+        return validate(cfg)
+    saved_path = os.path.join(str(resume), "config.yaml")
+    if not os.path.isfile(saved_path):
+        raise ConfigError(f"resume={resume!r}: {saved_path} not found; is it a FlowMBPO run folder?")
+    saved = OmegaConf.load(saved_path)
+    assert isinstance(saved, DictConfig)
+    for override in overrides:
+        key = _override_key(override)
+        if key == "resume" or key.startswith("hydra"):
+            continue
+        if key in GROUPS:
+            new, old = OmegaConf.select(cfg, f"{key}.name"), OmegaConf.select(saved, f"{key}.name")
+            if new != old:
+                raise ConfigError(f"resume={resume!r} is a {key}={old} run; it cannot continue as {key}={new}")
+            continue
+        OmegaConf.update(saved, key, OmegaConf.select(cfg, key), force_add=True)
+    saved.resume = str(resume)
+    return validate(saved)
+
+
+def _fail(err: Exception) -> None:
+    print(f"error: {err}", file=sys.stderr)
+    sys.exit(2)
+
+
+class ValidateCallback(Callback):
+    """Runs :func:`resolve` before hydra writes anything (the run folder included)."""
+
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        try:
+            resolve(config, list(config.hydra.overrides.task))
+        except (ConfigError, CheckpointError) as err:
+            _fail(err)
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        # Sweep values are applied per job; the shared part can be checked now.
+        self.on_run_start(config)
+
+
+def run(cfg: DictConfig) -> float:
+    """The task function: train in hydra's run folder; returns the final eval return."""
+    from mbrl.trainer import Trainer  # heavy imports only once the config is known good
+
+    try:
+        config = resolve(cfg, list(HydraConfig.get().overrides.task))
+        trainer = Trainer(config, HydraConfig.get().runtime.output_dir)
+    except (ConfigError, CheckpointError) as err:
+        _fail(err)
+        raise  # unreachable: _fail exits
+    return trainer.run()

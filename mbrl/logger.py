@@ -1,0 +1,120 @@
+"""Run logging: metrics.jsonl, one TensorBoard stream, and a text log per component.
+
+Metric values may be device tensors: they are converted together, with one host sync per
+:meth:`Logger.log` call (once per log interval, never inside an update loop).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import time
+from typing import Any
+
+import torch
+
+COMPONENTS = ("collector", "evaluator", "learner", "buffer")
+# Metric-key prefix -> the component whose text log gets the line ("eval/..." -> log/evaluator/).
+TEXT_LOG_OF = {"collector": "collector", "eval": "evaluator", "learner": "learner", "buffer": "buffer"}
+
+
+def to_numbers(metrics: dict[str, Any]) -> dict[str, float | int]:
+    """Tensors -> floats (one device->host transfer for all of them); ints stay ints."""
+    keys = [k for k, v in metrics.items() if isinstance(v, torch.Tensor)]
+    out: dict[str, float | int] = {
+        k: v if isinstance(v, int) else float(v)
+        for k, v in metrics.items()
+        if not isinstance(v, torch.Tensor)
+    }
+    if keys:
+        stacked = torch.stack([metrics[k].detach().float().reshape(()) for k in keys])
+        out.update(zip(keys, stacked.tolist(), strict=True))  # the one sync of this log call
+    return {k: out[k] for k in metrics}
+
+
+class Logger:
+    """Writes every metric to ``metrics.jsonl`` and TensorBoard, and a line per component."""
+
+    def __init__(self, run_dir: str, tensorboard: bool, components: tuple[str, ...] = COMPONENTS):
+        self.run_dir = run_dir
+        self.jsonl_path = os.path.join(run_dir, "metrics.jsonl")
+        self._text: dict[str, str] = {}
+        for comp in components:
+            os.makedirs(os.path.join(run_dir, "log", comp), exist_ok=True)
+            self._text[comp] = os.path.join(run_dir, "log", comp, f"{comp}.log")
+        self._tb: Any = None
+        self._tensorboard = tensorboard
+        self._jsonl = open(self.jsonl_path, "a", encoding="utf-8")  # noqa: SIM115 (kept open)
+
+    def _writer(self, purge_step: int | None = None) -> Any:
+        if self._tb is None and self._tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+            except ImportError:  # TensorBoard is optional: warn once and go on without it
+                logging.getLogger(__name__).warning("tensorboard not installed: log/tb disabled")
+                self._tensorboard = False
+                return None
+            self._tb = SummaryWriter(os.path.join(self.run_dir, "log", "tb"), purge_step=purge_step)
+        return self._tb
+
+    def log(self, step: int, metrics: dict[str, Any]) -> dict[str, float | int]:
+        """Record ``{"component/name": value}`` at ``step`` (env steps). Returns the numbers."""
+        values = to_numbers(metrics)
+        row = {"step": step, "time": round(time.time(), 3)}
+        row.update({k: (v if math.isfinite(v) else None) for k, v in values.items()})
+        self._jsonl.write(json.dumps(row) + "\n")
+        self._jsonl.flush()
+        writer = self._writer()
+        if writer is not None:
+            for key, value in values.items():
+                writer.add_scalar(key, value, step)
+        self._write_text(step, values)
+        return values
+
+    def _write_text(self, step: int, values: dict[str, float | int]) -> None:
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+        by_comp: dict[str, list[str]] = {}
+        for key, value in values.items():
+            prefix, _, name = key.partition("/")
+            comp = TEXT_LOG_OF.get(prefix, prefix)
+            if comp in self._text:
+                by_comp.setdefault(comp, []).append(f"{name} {value:.6g}")
+        for comp, parts in by_comp.items():
+            with open(self._text[comp], "a", encoding="utf-8") as f:
+                f.write(f"[{stamp}] step {step} | " + " | ".join(parts) + "\n")
+
+    def state_dict(self) -> dict[str, Any]:
+        """File positions, so a resumed run drops whatever was logged after its checkpoint."""
+        self._jsonl.flush()
+        sizes = {comp: _size(path) for comp, path in self._text.items()}
+        return {"jsonl": _size(self.jsonl_path), "text": sizes}
+
+    def load_state_dict(self, state: dict[str, Any], step: int) -> None:
+        self._jsonl.close()
+        _truncate(self.jsonl_path, state["jsonl"])
+        for comp, size in state["text"].items():
+            if comp in self._text:
+                _truncate(self._text[comp], size)
+        self._jsonl = open(self.jsonl_path, "a", encoding="utf-8")  # noqa: SIM115
+        if self._tb is not None:
+            self._tb.close()
+            self._tb = None
+        # TensorBoard hides events at or after purge_step that an earlier writer left behind.
+        self._writer(purge_step=step + 1)
+
+    def close(self) -> None:
+        self._jsonl.close()
+        if self._tb is not None:
+            self._tb.close()
+
+
+def _size(path: str) -> int:
+    return os.path.getsize(path) if os.path.exists(path) else 0
+
+
+def _truncate(path: str, size: int) -> None:
+    if os.path.exists(path) and os.path.getsize(path) > size:
+        with open(path, "r+b") as f:
+            f.truncate(size)

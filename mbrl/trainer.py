@@ -1,0 +1,161 @@
+"""The training loop (model-free SAC): collect, update, log, evaluate, checkpoint, resume."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict
+from typing import Any
+
+import torch
+from torch import Tensor
+from tqdm import tqdm
+
+from mbrl import checkpoint
+from mbrl.agents import SAC
+from mbrl.buffer import ReplayBuffer, transition_shapes
+from mbrl.collector import Collector
+from mbrl.config import Config, to_yaml
+from mbrl.envs import env_dims, make_env
+from mbrl.evaluator import Evaluator
+from mbrl.logger import Logger
+from mbrl.timer import PhaseTimer
+from mbrl.utils import make_generator, resolve_device, rng_state, seed_everything, set_rng_state, set_threads
+
+
+class Trainer:
+    """Owns every component of a run. ``run()`` trains until ``cfg.total_steps`` env steps."""
+
+    def __init__(self, cfg: Config, run_dir: str) -> None:
+        self.cfg, self.run_dir = cfg, run_dir
+        set_threads(cfg.threads)
+        seed_everything(cfg.seed)
+        self.device = resolve_device(cfg.device)
+        env = make_env(cfg.env.name, cfg.env.max_episode_steps)
+        obs_dim, act_dim = env_dims(env)
+        # Never more rows than the run can fill: a 15k-step run does not allocate 1M rows.
+        capacity = min(cfg.buffer.capacity, cfg.total_steps)
+        self.buffer = ReplayBuffer(capacity, transition_shapes(obs_dim, act_dim), self.device)
+        self.agent = SAC(obs_dim, act_dim, cfg.agent, self.device, cfg.amp)
+        self.collector = Collector(env, self.buffer, self.device, seed=cfg.seed)
+        self.evaluator = Evaluator(
+            cfg.env.name, cfg.eval.episodes, cfg.seed + 10_000, self.device, cfg.env.max_episode_steps
+        )
+        self.gens = {
+            "train": make_generator(self.device, cfg.seed + 1),
+            "act": make_generator(self.device, cfg.seed + 2),
+        }
+        self.updates = 0
+        self.best_return = -float("inf")
+        self.last_eval: dict[str, float] = {}
+        self._learner_metrics: dict[str, Tensor] = {}
+        self.timer = PhaseTimer(self.device)
+        resumed = self._load(cfg.resume) if cfg.resume else None
+        # Files are written only now: a resume from a bad checkpoint leaves the folder untouched.
+        os.makedirs(run_dir, exist_ok=True)
+        with open(os.path.join(run_dir, "config.yaml"), "w", encoding="utf-8") as f:
+            f.write(to_yaml(cfg))
+        self.logger = Logger(run_dir, cfg.logger.tensorboard)
+        if resumed is not None:
+            self.logger.load_state_dict(resumed["logger"], self.env_steps)
+        self.ckpt = checkpoint.CheckpointManager(
+            run_dir, cfg.checkpoint.snapshots, cfg.checkpoint.buffer_in_snapshots
+        )
+
+    @property
+    def env_steps(self) -> int:
+        return self.collector.envstep_count
+
+    # --- the loop -------------------------------------------------------------------------
+
+    def run(self) -> float:
+        """Train to ``total_steps``; returns the last evaluation's mean return."""
+        cfg = self.cfg
+        bar = tqdm(
+            total=cfg.total_steps, initial=self.env_steps, unit="step", dynamic_ncols=True,
+            disable=not cfg.logger.progress, mininterval=1.0,
+        )
+        try:
+            while self.env_steps < cfg.total_steps:
+                with self.timer.phase("env"):
+                    self.collector.step(self._explore)
+                if self.env_steps > cfg.algorithm.learning_starts:
+                    with self.timer.phase("sac"):
+                        self._learn()
+                self._periodic(bar)
+                bar.update(1)
+        finally:
+            bar.close()
+            self.logger.close()
+            self.evaluator.close()
+        return self.last_eval.get("eval/return_mean", float("nan"))
+
+    def _explore(self, obs: Tensor) -> Tensor:
+        """Uniform random actions until ``learning_starts``, then the stochastic actor."""
+        gen = self.gens["act"]
+        if self.env_steps < self.cfg.algorithm.learning_starts:
+            shape = (obs.shape[0], self.buffer.data["act"].shape[1])
+            return torch.rand(shape, generator=gen, device=self.device) * 2.0 - 1.0
+        return self.agent.act(obs, deterministic=False, generator=gen)
+
+    def _learn(self) -> None:
+        gen, batch_size = self.gens["train"], self.cfg.agent.batch_size
+        for _ in range(self.cfg.algorithm.updates_per_step):
+            self._learner_metrics = self.agent.update(self.buffer.sample(batch_size, gen), gen)
+            self.updates += 1
+
+    def _periodic(self, bar: tqdm) -> None:
+        step, cfg = self.env_steps, self.cfg
+        if step % cfg.logger.every == 0:
+            with self.timer.phase("log"):
+                self._log()
+        if step % cfg.eval.every == 0 or step == cfg.total_steps:
+            with self.timer.phase("eval"):
+                self.last_eval = self.evaluator.run(self._greedy)
+            with self.timer.phase("log"):
+                self.logger.log(step, self.last_eval)
+            is_best = self.last_eval["eval/return_mean"] > self.best_return
+            self.best_return = max(self.best_return, self.last_eval["eval/return_mean"])
+            with self.timer.phase("checkpoint"):
+                self.ckpt.save(self.state_dict(), step, is_best)
+            bar.set_postfix(eval_return=f"{self.last_eval['eval/return_mean']:.1f}")
+
+    def _greedy(self, obs: Tensor) -> Tensor:
+        return self.agent.act(obs, deterministic=True, generator=None)
+
+    def _log(self) -> None:
+        metrics: dict[str, Any] = {f"learner/{k}": v for k, v in self._learner_metrics.items()}
+        metrics["learner/updates"] = self.updates
+        metrics.update({f"buffer/{k}": v for k, v in self.buffer.metrics().items()})
+        metrics.update(self.collector.metrics())
+        metrics.update(self.timer.metrics())
+        self.logger.log(self.env_steps, metrics)
+
+    # --- checkpoints ----------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "format": checkpoint.FORMAT_VERSION,
+            "env": self.cfg.env.name,
+            "config": asdict(self.cfg),
+            "step": self.env_steps,
+            "updates": self.updates,
+            "best_return": self.best_return,
+            "last_eval": dict(self.last_eval),
+            "agent": self.agent.state_dict(),
+            "buffers": {"real": self.buffer.state_dict()},
+            "collector": self.collector.state_dict(),
+            "rng": rng_state(self.gens),
+            "logger": self.logger.state_dict(),
+        }
+
+    def _load(self, run_dir: str) -> dict[str, Any]:
+        state = checkpoint.load(
+            os.path.join(run_dir, "ckpt", "last.pt"), env_name=self.cfg.env.name
+        )
+        self.agent.load_state_dict(state["agent"])
+        self.buffer.load_state_dict(state["buffers"]["real"])
+        self.collector.load_state_dict(state["collector"])
+        set_rng_state(state["rng"], self.gens)
+        self.updates, self.best_return = state["updates"], state["best_return"]
+        self.last_eval = state["last_eval"]
+        return state

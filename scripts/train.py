@@ -1,0 +1,22 @@
+"""Train an agent: ``python scripts/train.py env=hopper [key=value ...]``.
+
+Hydra composes ``conf/``; see the README for the config groups and the run folder.
+"""
+
+from __future__ import annotations
+
+import hydra
+from omegaconf import DictConfig
+
+from mbrl.launch import register_resolvers, run
+
+register_resolvers()
+
+
+@hydra.main(config_path="../conf", config_name="config", version_base="1.3")
+def main(cfg: DictConfig) -> float:
+    return run(cfg)
+
+
+if __name__ == "__main__":
+    main()
