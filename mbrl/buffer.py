@@ -56,7 +56,7 @@ class ReplayBuffer:
         return self.size
 
     def add(self, batch: dict[str, Tensor]) -> None:
-        """Append ``n`` rows (each field ``[n, *shape]``); wraps around and overwrites the oldest."""
+        """Append ``n`` rows (each field ``[n, *shape]``); the ring overwrites the oldest."""
         n = self._batch_len(batch)
         if n > self.capacity:  # only the newest `capacity` rows can survive
             batch = {k: v[-self.capacity :] for k, v in batch.items()}
@@ -88,9 +88,7 @@ class ReplayBuffer:
         """``batch_size`` rows drawn uniformly with replacement; no host sync."""
         if self.size == 0:
             raise RuntimeError("cannot sample from an empty buffer")
-        idx = torch.randint(
-            0, self.size, (batch_size,), device=self.device, generator=generator
-        )
+        idx = torch.randint(0, self.size, (batch_size,), device=self.device, generator=generator)
         self._last_idx = idx
         self.sampled_out += batch_size
         return {name: store[idx] for name, store in self.data.items()}
@@ -122,7 +120,9 @@ class ReplayBuffer:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore rows; a checkpoint from a buffer of another capacity keeps its newest rows."""
         if set(state["data"]) != set(self.data):
-            raise KeyError(f"checkpoint buffer fields {sorted(state['data'])} != {sorted(self.data)}")
+            raise KeyError(
+                f"checkpoint buffer fields {sorted(state['data'])} != {sorted(self.data)}"
+            )
         data, pushed_at, ptr = dict(state["data"]), state["pushed_at"], state["ptr"]
         size = state["size"]
         if state["capacity"] != self.capacity:

@@ -37,18 +37,30 @@ def link_or_copy(src: str, dst: str) -> None:
     os.replace(tmp, dst)
 
 
-def load(path: str, env_name: str | None = None, map_location: str | torch.device = "cpu") -> dict[str, Any]:
-    """Read a checkpoint; with ``env_name`` also check it was written for that env."""
+def load(
+    path: str,
+    env_name: str | None = None,
+    map_location: str | torch.device = "cpu",
+    mmap: bool = False,
+) -> dict[str, Any]:
+    """Read a checkpoint; with ``env_name`` also check it was written for that env.
+
+    ``mmap=True`` maps tensor storages instead of reading them: a cheap validity check.
+    """
     if not os.path.isfile(path):
         raise CheckpointError(f"checkpoint {path!r} does not exist")
     try:
         # weights_only=False: the file holds RNG states and env physics, not just tensors.
         # Only load checkpoints you wrote yourself.
-        state = torch.load(path, map_location=map_location, weights_only=False)
+        state = torch.load(path, map_location=map_location, weights_only=False, mmap=mmap)
     except Exception as err:  # torch raises several types for truncated / foreign files
-        raise CheckpointError(f"checkpoint {path!r} is corrupt or not a FlowMBPO checkpoint: {err}") from None
+        raise CheckpointError(
+            f"checkpoint {path!r} is corrupt or not a FlowMBPO checkpoint: {err}"
+        ) from None
     if not isinstance(state, dict) or state.get("format") != FORMAT_VERSION:
-        raise CheckpointError(f"checkpoint {path!r} is not a FlowMBPO checkpoint (format {FORMAT_VERSION})")
+        raise CheckpointError(
+            f"checkpoint {path!r} is not a FlowMBPO checkpoint (format {FORMAT_VERSION})"
+        )
     if env_name is not None and state["env"] != env_name:
         raise CheckpointError(
             f"checkpoint {path!r} was written for env {state['env']!r}, not {env_name!r}"

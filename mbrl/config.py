@@ -11,8 +11,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
 from mbrl.envs.registry import ENVS
 
@@ -113,6 +114,10 @@ def _check_ranges(c: Config) -> None:
     _choice("algorithm", c.algorithm.name, ALGORITHMS)
     _choice("device", c.device, DEVICES)
     _choice("amp", c.amp, AMP_MODES)
+    if c.device == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(
+            "device='cuda' is not allowed: torch sees no CUDA device; use auto or cpu"
+        )
     _at_least("total_steps", c.total_steps, 1, "a positive number of env steps")
     _at_least("seed", c.seed, 0, "a non-negative integer")
     _at_least("threads", c.threads, 0, "0 (torch default) or a positive integer")
@@ -150,7 +155,8 @@ def _check_resume(c: Config) -> None:
     last = os.path.join(c.resume, "ckpt", "last.pt")
     if not os.path.isfile(last):
         raise ConfigError(
-            f"resume={c.resume!r}: no checkpoint at {last}; pass a run folder that holds ckpt/last.pt"
+            f"resume={c.resume!r}: no checkpoint at {last}; "
+            "pass a run folder that holds ckpt/last.pt"
         )
 
 
@@ -163,6 +169,14 @@ def validate(cfg: DictConfig | dict[str, Any]) -> Config:
     try:
         merged = OmegaConf.merge(OmegaConf.structured(Config), raw)
         conf = OmegaConf.to_object(merged)
+    except ConfigKeyError as err:
+        bad = str(getattr(err, "full_key", "") or "")
+        parent, _, _ = bad.rpartition(".")
+        node = OmegaConf.select(OmegaConf.structured(Config), parent) if parent else None
+        known = sorted(node.keys() if node is not None else Config.__dataclass_fields__)
+        raise ConfigError(
+            f"unknown config key {bad!r}; allowed here: {', '.join(map(str, known))}"
+        ) from None
     except OmegaConfBaseException as err:
         key = getattr(err, "full_key", None)
         msg = str(err).splitlines()[0]

@@ -22,7 +22,11 @@ class Evaluator:
     """
 
     def __init__(
-        self, env_name: str, episodes: int, seed: int, device: torch.device,
+        self,
+        env_name: str,
+        episodes: int,
+        seed: int,
+        device: torch.device,
         max_episode_steps: int | None = None,
     ) -> None:
         self.envs: list[gym.Env] = [make_env(env_name, max_episode_steps) for _ in range(episodes)]

@@ -15,7 +15,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from mbrl.checkpoint import CheckpointError
+from mbrl.checkpoint import CheckpointError, load
 from mbrl.config import Config, ConfigError, validate
 
 # Config groups select a file; a resumed run cannot switch them.
@@ -33,7 +33,9 @@ def register_resolvers() -> None:
         # Keep the original .hydra/ of a resumed run; the resume's own goes beside it.
         OmegaConf.register_new_resolver(
             "hydra_subdir",
-            lambda resume: ".hydra" if resume is None else f".hydra/resume_{time.strftime('%Y%m%d_%H%M%S')}",
+            lambda resume: (
+                ".hydra" if resume is None else f".hydra/resume_{time.strftime('%Y%m%d_%H%M%S')}"
+            ),
         )
 
 
@@ -48,7 +50,9 @@ def resolve(cfg: DictConfig, overrides: list[str]) -> Config:
         return validate(cfg)
     saved_path = os.path.join(str(resume), "config.yaml")
     if not os.path.isfile(saved_path):
-        raise ConfigError(f"resume={resume!r}: {saved_path} not found; is it a FlowMBPO run folder?")
+        raise ConfigError(
+            f"resume={resume!r}: {saved_path} not found; is it a FlowMBPO run folder?"
+        )
     saved = OmegaConf.load(saved_path)
     assert isinstance(saved, DictConfig)
     for override in overrides:
@@ -58,7 +62,9 @@ def resolve(cfg: DictConfig, overrides: list[str]) -> Config:
         if key in GROUPS:
             new, old = OmegaConf.select(cfg, f"{key}.name"), OmegaConf.select(saved, f"{key}.name")
             if new != old:
-                raise ConfigError(f"resume={resume!r} is a {key}={old} run; it cannot continue as {key}={new}")
+                raise ConfigError(
+                    f"resume={resume!r} is a {key}={old} run; it cannot continue as {key}={new}"
+                )
             continue
         OmegaConf.update(saved, key, OmegaConf.select(cfg, key), force_add=True)
     saved.resume = str(resume)
@@ -75,7 +81,9 @@ class ValidateCallback(Callback):
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         try:
-            resolve(config, list(config.hydra.overrides.task))
+            cfg = resolve(config, list(config.hydra.overrides.task))
+            if cfg.resume is not None:  # a bad checkpoint must fail before hydra writes there
+                load(os.path.join(cfg.resume, "ckpt", "last.pt"), env_name=cfg.env.name, mmap=True)
         except (ConfigError, CheckpointError) as err:
             _fail(err)
 

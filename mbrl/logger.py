@@ -17,7 +17,12 @@ import torch
 
 COMPONENTS = ("collector", "evaluator", "learner", "buffer")
 # Metric-key prefix -> the component whose text log gets the line ("eval/..." -> log/evaluator/).
-TEXT_LOG_OF = {"collector": "collector", "eval": "evaluator", "learner": "learner", "buffer": "buffer"}
+TEXT_LOG_OF = {
+    "collector": "collector",
+    "eval": "evaluator",
+    "learner": "learner",
+    "buffer": "buffer",
+}
 
 
 def to_numbers(metrics: dict[str, Any]) -> dict[str, float | int]:
@@ -62,7 +67,7 @@ class Logger:
     def log(self, step: int, metrics: dict[str, Any]) -> dict[str, float | int]:
         """Record ``{"component/name": value}`` at ``step`` (env steps). Returns the numbers."""
         values = to_numbers(metrics)
-        row = {"step": step, "time": round(time.time(), 3)}
+        row: dict[str, float | int | None] = {"step": step, "time": round(time.time(), 3)}
         row.update({k: (v if math.isfinite(v) else None) for k, v in values.items()})
         self._jsonl.write(json.dumps(row) + "\n")
         self._jsonl.flush()

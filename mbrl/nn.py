@@ -9,7 +9,9 @@ import torch
 from torch import Tensor, nn
 
 
-def mlp(in_dim: int, hidden: Sequence[int], out_dim: int, act: type[nn.Module] = nn.ReLU) -> nn.Sequential:
+def mlp(
+    in_dim: int, hidden: Sequence[int], out_dim: int, act: type[nn.Module] = nn.ReLU
+) -> nn.Sequential:
     """``in -> hidden... -> out`` with ``act`` between layers and a linear output."""
     layers: list[nn.Module] = []
     last = in_dim

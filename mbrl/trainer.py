@@ -19,7 +19,14 @@ from mbrl.envs import env_dims, make_env
 from mbrl.evaluator import Evaluator
 from mbrl.logger import Logger
 from mbrl.timer import PhaseTimer
-from mbrl.utils import make_generator, resolve_device, rng_state, seed_everything, set_rng_state, set_threads
+from mbrl.utils import (
+    make_generator,
+    resolve_device,
+    rng_state,
+    seed_everything,
+    set_rng_state,
+    set_threads,
+)
 
 
 class Trainer:
@@ -38,7 +45,11 @@ class Trainer:
         self.agent = SAC(obs_dim, act_dim, cfg.agent, self.device, cfg.amp)
         self.collector = Collector(env, self.buffer, self.device, seed=cfg.seed)
         self.evaluator = Evaluator(
-            cfg.env.name, cfg.eval.episodes, cfg.seed + 10_000, self.device, cfg.env.max_episode_steps
+            cfg.env.name,
+            cfg.eval.episodes,
+            cfg.seed + 10_000,
+            self.device,
+            cfg.env.max_episode_steps,
         )
         self.gens = {
             "train": make_generator(self.device, cfg.seed + 1),
@@ -71,8 +82,12 @@ class Trainer:
         """Train to ``total_steps``; returns the last evaluation's mean return."""
         cfg = self.cfg
         bar = tqdm(
-            total=cfg.total_steps, initial=self.env_steps, unit="step", dynamic_ncols=True,
-            disable=not cfg.logger.progress, mininterval=1.0,
+            total=cfg.total_steps,
+            initial=self.env_steps,
+            unit="step",
+            dynamic_ncols=True,
+            disable=not cfg.logger.progress,
+            mininterval=1.0,
         )
         try:
             while self.env_steps < cfg.total_steps:

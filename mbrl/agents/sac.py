@@ -74,7 +74,9 @@ class SAC:
         self.critic_target = TwinQ(obs_dim, act_dim, cfg).to(self.device)
         self.critic_target.load_state_dict(self.critic.state_dict())
         self.critic_target.requires_grad_(False)
-        self.log_alpha = torch.tensor(math.log(cfg.init_alpha), device=self.device, requires_grad=True)
+        self.log_alpha = torch.tensor(
+            math.log(cfg.init_alpha), device=self.device, requires_grad=True
+        )
         self.target_entropy = float(-act_dim if cfg.target_entropy is None else cfg.target_entropy)
         self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=cfg.actor_lr)
         self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=cfg.critic_lr)
@@ -82,12 +84,14 @@ class SAC:
         self.amp_dtype = {"off": None, "bf16": torch.bfloat16, "fp16": torch.float16}[amp]
         # fp16 gradients underflow without loss scaling; bf16 has fp32's exponent range.
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=amp == "fp16")
-        self._online = list(self.critic.parameters())
-        self._target = list(self.critic_target.parameters())
+        self._online: list[Tensor] = list(self.critic.parameters())
+        self._target: list[Tensor] = list(self.critic_target.parameters())
 
     def _autocast(self) -> AbstractContextManager[Any]:
         return torch.autocast(
-            self.device.type, dtype=self.amp_dtype or torch.float32, enabled=self.amp_dtype is not None
+            self.device.type,
+            dtype=self.amp_dtype or torch.float32,
+            enabled=self.amp_dtype is not None,
         )
 
     @torch.no_grad()
@@ -98,7 +102,9 @@ class SAC:
                 return torch.tanh(self.actor(obs)[0])
             return self.actor.sample(obs, generator)[0]
 
-    def update(self, batch: dict[str, Tensor], generator: torch.Generator | None) -> dict[str, Tensor]:
+    def update(
+        self, batch: dict[str, Tensor], generator: torch.Generator | None
+    ) -> dict[str, Tensor]:
         """One gradient step on critics, actor and alpha. Returns detached scalar tensors."""
         alpha = self.log_alpha.detach().exp()
         q_loss, q = self._critic_step(batch, alpha, generator)

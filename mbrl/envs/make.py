@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import pickle
 from typing import Any
 
 import gymnasium as gym
@@ -58,14 +59,14 @@ def get_env_state(env: gym.Env) -> dict[str, Any]:
         "elapsed_steps": None if limit is None else limit._elapsed_steps,
     }
     if isinstance(base, MujocoEnv):
-        spec = mujoco.mjtState.mjSTATE_INTEGRATION
-        buf = np.empty(mujoco.mj_stateSize(base.model, spec), dtype=np.float64)
-        mujoco.mj_getState(base.model, base.data, buf, spec)
-        state["mujoco"] = buf
+        # All of MjData, not just qpos/qvel: rewards read derived quantities that lag the state
+        # by one step (body positions computed at the start of mj_step, solver warm-starts).
+        state["mujoco"] = pickle.dumps(base.data)
     else:
         # Classic-control envs keep their whole dynamic state in plain attributes.
-        state["attrs"] = {k: copy.deepcopy(getattr(base, k)) for k in ("state", "last_u")
-                          if hasattr(base, k)}
+        state["attrs"] = {
+            k: copy.deepcopy(getattr(base, k)) for k in ("state", "last_u") if hasattr(base, k)
+        }
     return state
 
 
@@ -78,8 +79,6 @@ def set_env_state(env: gym.Env, state: dict[str, Any]) -> None:
         limit._elapsed_steps = state["elapsed_steps"]
     if "mujoco" in state:
         assert isinstance(base, MujocoEnv)
-        spec = mujoco.mjtState.mjSTATE_INTEGRATION
-        mujoco.mj_setState(base.model, base.data, np.asarray(state["mujoco"]), spec)
-        mujoco.mj_forward(base.model, base.data)
+        mujoco.mj_copyData(base.data, base.model, pickle.loads(state["mujoco"]))
     for key, value in state.get("attrs", {}).items():
         setattr(base, key, copy.deepcopy(value))

@@ -32,6 +32,4 @@ def env_spec(name: str) -> EnvSpec:
     try:
         return ENVS[name]
     except KeyError:
-        raise KeyError(
-            f"unknown env {name!r}; allowed: {', '.join(sorted(ENVS))}"
-        ) from None
+        raise KeyError(f"unknown env {name!r}; allowed: {', '.join(sorted(ENVS))}") from None

@@ -1,0 +1,54 @@
+"""Checkpoint files: atomic writes, links, and clear errors for bad files."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+from mbrl.checkpoint import FORMAT_VERSION, CheckpointError, CheckpointManager, load, save_atomic
+
+
+def _state(step: int) -> dict[str, object]:
+    return {
+        "format": FORMAT_VERSION,
+        "env": "hopper",
+        "step": step,
+        "w": torch.arange(3.0),
+        "buffers": {"real": torch.zeros(4)},
+    }
+
+
+def test_manager_writes_last_snapshot_and_best(tmp_path: str) -> None:
+    mgr = CheckpointManager(str(tmp_path), snapshots=True, buffer_in_snapshots=True)
+    mgr.save(_state(100), 100, is_best=True)
+    mgr.save(_state(200), 200, is_best=False)
+    ckpt = os.path.join(tmp_path, "ckpt")
+    assert sorted(os.listdir(ckpt)) == [
+        "ckpt_best.pt",
+        "iteration_100.pt",
+        "iteration_200.pt",
+        "last.pt",
+    ]
+    assert load(os.path.join(ckpt, "last.pt"))["step"] == 200
+    assert load(os.path.join(ckpt, "ckpt_best.pt"))["step"] == 100  # untouched by the later save
+    assert load(os.path.join(ckpt, "iteration_100.pt"))["step"] == 100
+
+
+def test_errors_name_the_file_and_the_problem(tmp_path: str) -> None:
+    path = os.path.join(tmp_path, "x.pt")
+    with pytest.raises(CheckpointError, match="does not exist"):
+        load(path)
+    with open(path, "wb") as f:
+        f.write(b"\x00garbage")
+    with pytest.raises(CheckpointError, match="corrupt"):
+        load(path)
+    save_atomic({"something": 1}, path)
+    with pytest.raises(CheckpointError, match="not a FlowMBPO checkpoint"):
+        load(path)
+    save_atomic(_state(1), path)
+    with pytest.raises(CheckpointError, match="written for env 'hopper', not 'ant'"):
+        load(path, env_name="ant")
+    assert load(path, env_name="hopper", mmap=True)["step"] == 1
+    assert os.listdir(tmp_path) == ["x.pt"]  # no temp files left behind

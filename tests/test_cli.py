@@ -1,0 +1,80 @@
+"""``scripts/train.py`` as a user runs it: hydra overrides, run folder, errors, resume."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import subprocess
+
+TINY = [
+    "env=pendulum",
+    "total_steps=300",
+    "algorithm.learning_starts=100",
+    "eval.every=150",
+    "eval.episodes=2",
+    "logger.every=100",
+    "agent.hidden_sizes=[32,32]",
+    "agent.batch_size=32",
+    "device=cpu",
+]
+
+
+def _run(cmd: list[str], cwd: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "HYDRA_FULL_ERROR": "0"}
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=300, env=env)
+
+
+def test_bad_env_and_bad_value_fail_fast_without_a_folder(
+    train_cmd: list[str], tmp_path: str
+) -> None:
+    run_dir = os.path.join(tmp_path, "run")
+    for args, expected in [
+        (["env=nonexistent"], "Could not find 'env/nonexistent'"),
+        (["total_steps=-5"], "total_steps=-5 is not allowed"),
+        (["env=pendulum", "amp=fp8"], "amp='fp8' is not allowed; choose one of: off, bf16, fp16"),
+    ]:
+        proc = _run([*train_cmd, *args, f"hydra.run.dir={run_dir}"], cwd=str(tmp_path))
+        assert proc.returncode != 0, args
+        assert expected in proc.stderr, proc.stderr
+        if args[0] == "env=nonexistent":
+            assert "hopper" in proc.stderr and "pendulum" in proc.stderr  # the allowed ones
+        assert not os.path.exists(run_dir)
+        assert not os.path.exists(os.path.join(tmp_path, "runs"))
+
+
+def test_train_then_resume_from_the_command_line(train_cmd: list[str], tmp_path: str) -> None:
+    proc = _run([*train_cmd, *TINY], cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (run_dir,) = glob.glob(
+        os.path.join(tmp_path, "runs", "pendulum", "*")
+    )  # runs/<env>/<date_time>
+    assert "step/s" in proc.stderr and "eval_return" in proc.stderr  # the progress bar
+    with open(os.path.join(run_dir, "metrics.jsonl"), encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f]
+    assert all("step" in r for r in rows) and rows[-1]["step"] == 300
+    assert {"eval/return_mean", "learner/q_loss", "buffer/current_have"} <= set().union(*rows)
+
+    proc = _run([*train_cmd, f"resume={run_dir}", "total_steps=450"], cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with open(os.path.join(run_dir, "metrics.jsonl"), encoding="utf-8") as f:
+        steps = [json.loads(line)["step"] for line in f]
+    assert steps == sorted(steps) and steps[-1] == 450
+    with open(os.path.join(run_dir, "config.yaml"), encoding="utf-8") as f:
+        text = f.read()
+    assert "total_steps: 450" in text and "name: pendulum" in text
+    assert os.path.isfile(os.path.join(run_dir, ".hydra", "overrides.yaml"))  # the original's
+
+    # Continuing as another env is refused; a corrupt checkpoint is refused and changes nothing.
+    proc = _run([*train_cmd, f"resume={run_dir}", "env=hopper"], cwd=str(tmp_path))
+    assert proc.returncode != 0 and "cannot continue as env=hopper" in proc.stderr
+    last = os.path.join(run_dir, "ckpt", "last.pt")
+    with open(last, "wb") as f:
+        f.write(b"not a checkpoint")
+    before = {
+        p: os.path.getmtime(p) for p in glob.glob(os.path.join(run_dir, "**"), recursive=True)
+    }
+    proc = _run([*train_cmd, f"resume={run_dir}", "total_steps=600"], cwd=str(tmp_path))
+    assert proc.returncode != 0 and "corrupt" in proc.stderr, proc.stderr[-2000:]
+    after = {p: os.path.getmtime(p) for p in before}
+    assert before == after

@@ -1,0 +1,64 @@
+"""Config validation: bad values fail with a message naming the value and the choices."""
+
+from __future__ import annotations
+
+import pytest
+from omegaconf import OmegaConf
+
+from mbrl.config import Config, ConfigError, validate
+
+
+def _cfg(**overrides: object) -> dict[str, object]:
+    base = OmegaConf.to_container(OmegaConf.structured(Config()))
+    assert isinstance(base, dict)
+    for dotted, value in overrides.items():
+        node = base
+        *parents, leaf = dotted.split("__")
+        for p in parents:
+            node = node[p]
+        node[leaf] = value
+    return base  # type: ignore[return-value]
+
+
+def test_defaults_are_valid() -> None:
+    cfg = validate(_cfg())
+    assert isinstance(cfg, Config) and cfg.env.name == "hopper" and cfg.agent.batch_size == 256
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"env__name": "nonexistent"}, "env='nonexistent' is not allowed; choose one of: ant, "),
+        ({"total_steps": -5}, "total_steps=-5 is not allowed; it must be a positive number"),
+        ({"device": "tpu"}, "device='tpu' is not allowed; choose one of: auto, cpu, cuda"),
+        ({"amp": "fp8"}, "amp='fp8' is not allowed; choose one of: off, bf16, fp16"),
+        ({"eval__every": 0}, "eval.every=0"),
+        ({"eval__episodes": 0}, "eval.episodes=0"),
+        ({"algorithm__name": "ppo"}, "algorithm='ppo' is not allowed; choose one of: sac"),
+        ({"agent__gamma": 1.5}, "agent.gamma=1.5"),
+        ({"agent__hidden_sizes": []}, "agent.hidden_sizes"),
+        ({"buffer__capacity": 0}, "buffer.capacity=0"),
+        ({"resume": "/nonexistent/run"}, "no checkpoint at /nonexistent/run/ckpt/last.pt"),
+    ],
+)
+def test_bad_values_name_value_and_choices(overrides: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        validate(_cfg(**overrides))
+    assert message in str(info.value)
+
+
+def test_unknown_key_and_wrong_type_are_reported() -> None:
+    bad = _cfg()
+    bad["totl_steps"] = 5
+    with pytest.raises(ConfigError, match="totl_steps"):
+        validate(bad)
+    with pytest.raises(ConfigError, match="total_steps"):
+        validate(_cfg(total_steps="many"))
+
+
+def test_cuda_request_without_cuda_fails_early(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ConfigError, match=r"device='cuda'.*no CUDA device"):
+        validate(_cfg(device="cuda"))

@@ -1,0 +1,168 @@
+"""SAC: distribution math, batched twin critics, update semantics, no host syncs, AMP."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+from torch.distributions import Normal, TanhTransform, TransformedDistribution
+
+from mbrl.agents.sac import SAC
+from mbrl.config import SACConfig
+
+OBS, ACT, B = 5, 2, 32
+
+
+def _batch(seed: int = 0) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return {
+        "obs": torch.randn(B, OBS, generator=g),
+        "act": torch.rand(B, ACT, generator=g) * 2 - 1,
+        "rew": torch.randn(B, generator=g),
+        "next_obs": torch.randn(B, OBS, generator=g),
+        "terminated": torch.rand(B, generator=g) < 0.2,
+        "truncated": torch.zeros(B, dtype=torch.bool),
+    }
+
+
+def _sac(**kw: object) -> SAC:
+    torch.manual_seed(0)
+    return SAC(OBS, ACT, SACConfig(hidden_sizes=[32, 32], **kw))  # type: ignore[arg-type]
+
+
+def test_log_prob_matches_torch_tanh_normal() -> None:
+    sac = _sac()
+    obs = torch.randn(64, OBS)
+    gen = torch.Generator().manual_seed(3)
+    act, log_prob = sac.actor.sample(obs, gen)
+    mean, log_std = sac.actor(obs)
+    ref = TransformedDistribution(Normal(mean, log_std.exp()), [TanhTransform(cache_size=1)])
+    expected = ref.log_prob(act.clamp(-1 + 1e-6, 1 - 1e-6)).sum(-1)
+    assert act.abs().max() < 1.0
+    # Away from the tanh saturation both formulas agree closely.
+    ok = act.abs().max(dim=-1).values < 0.99
+    torch.testing.assert_close(log_prob[ok], expected[ok], rtol=1e-4, atol=1e-4)
+
+
+def test_twin_critics_are_two_independent_mlps() -> None:
+    sac = _sac()
+    obs, act = torch.randn(7, OBS), torch.rand(7, ACT)
+    q = sac.critic(obs, act)
+    assert q.shape == (2, 7)
+    x = torch.cat([obs, act], -1)
+    for member in range(2):
+        h = x
+        for layer in sac.critic.net:
+            h = (
+                h @ layer.weight[member] + layer.bias[member]
+                if hasattr(layer, "weight")
+                else layer(h)
+            )
+        torch.testing.assert_close(q[member], h.squeeze(-1))
+
+
+def test_update_trains_all_nets_and_lerps_target() -> None:
+    sac = _sac()
+    before = copy.deepcopy(sac.state_dict())
+    metrics = sac.update(_batch(), torch.Generator().manual_seed(0))
+    assert set(metrics) == {"q_loss", "actor_loss", "alpha_loss", "alpha", "q_mean", "entropy"}
+    assert all(isinstance(v, torch.Tensor) and not v.requires_grad for v in metrics.values())
+    for name in ("actor", "critic"):
+        for key, old in before[name].items():
+            assert not torch.equal(old, getattr(sac, name).state_dict()[key]), (
+                f"{name}.{key} did not move"
+            )
+    assert not torch.equal(before["log_alpha"], sac.log_alpha.detach())
+    tau = sac.cfg.tau
+    for key, old_target in before["critic_target"].items():
+        expected = old_target + tau * (sac.critic.state_dict()[key] - old_target)
+        torch.testing.assert_close(sac.critic_target.state_dict()[key], expected)
+
+
+def test_actor_step_leaves_critic_gradients_alone() -> None:
+    sac = _sac()
+    sac.update(_batch(), torch.Generator().manual_seed(0))
+    # The critic's grads are those of its own loss: the actor step computed none for it.
+    crit = {k: v.grad.clone() for k, v in sac.critic.named_parameters()}  # type: ignore[union-attr]
+    sac._actor_step(_batch(1)["obs"], torch.tensor(0.5), torch.Generator().manual_seed(0))
+    for k, v in sac.critic.named_parameters():
+        assert torch.equal(v.grad, crit[k])  # type: ignore[arg-type]
+
+
+def test_update_never_syncs(host_reads: list[str]) -> None:
+    sac = _sac()
+    calls = host_reads
+    for _ in range(3):
+        sac.update(_batch(), torch.Generator().manual_seed(0))
+    assert calls == []
+    sac.act(torch.zeros(1, OBS), deterministic=False, generator=None).cpu()
+    assert len(calls) == 0  # .cpu() here is the test's own call, not the package's
+
+
+def test_spy_sees_package_syncs(host_reads: list[str]) -> None:
+    from mbrl.logger import to_numbers
+
+    calls = host_reads
+    to_numbers({"a": torch.tensor(1.0)})
+    assert calls and "tolist" in calls[0]
+
+
+def test_terminated_cuts_the_bootstrap_but_truncated_does_not() -> None:
+    sac = _sac(gamma=0.9)
+    b = _batch()
+    b["terminated"][:] = True
+    sac.critic_opt.step = lambda *a, **k: None  # type: ignore[method-assign]
+    loss, q = sac._critic_step(b, torch.tensor(0.1), torch.Generator().manual_seed(0))
+    torch.testing.assert_close(loss, (q - b["rew"]).square().mean(1).sum())
+    b["terminated"][:], b["truncated"][:] = False, True
+    loss2, _ = sac._critic_step(b, torch.tensor(0.1), torch.Generator().manual_seed(0))
+    assert not torch.allclose(loss, loss2)
+
+
+def test_state_dict_roundtrip_gives_identical_updates() -> None:
+    a = _sac()
+    a.update(_batch(), torch.Generator().manual_seed(0))
+    b = SAC(OBS, ACT, SACConfig(hidden_sizes=[32, 32]))
+    b.load_state_dict(copy.deepcopy(a.state_dict()))
+    ma = a.update(_batch(1), torch.Generator().manual_seed(5))
+    mb = b.update(_batch(1), torch.Generator().manual_seed(5))
+    for key in ma:
+        assert torch.equal(ma[key], mb[key])
+
+
+@pytest.mark.parametrize("amp", ["bf16", "fp16"])
+def test_amp_update_is_finite_and_moves(amp: str) -> None:
+    sac = SAC(OBS, ACT, SACConfig(hidden_sizes=[32, 32]), amp=amp)
+    metrics = sac.update(_batch(), torch.Generator().manual_seed(0))
+    assert all(torch.isfinite(v) for v in metrics.values())
+    assert sac.critic.net[0].weight.dtype == torch.float32  # master weights stay fp32
+
+
+def test_sac_solves_a_one_step_bandit() -> None:
+    """Reward -(a - 0.5)^2 and terminal: the mean action must move to 0.5."""
+    torch.manual_seed(0)
+    sac = SAC(
+        1, 1, SACConfig(hidden_sizes=[32, 32], init_alpha=0.01, actor_lr=3e-3, critic_lr=3e-3)
+    )
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(400):
+        obs = torch.zeros(64, 1)
+        act = sac.act(obs, deterministic=False, generator=gen)
+        batch = {
+            "obs": obs,
+            "act": act,
+            "rew": -(act[:, 0] - 0.5).square(),
+            "next_obs": obs,
+            "terminated": torch.ones(64, dtype=torch.bool),
+            "truncated": torch.zeros(64, dtype=torch.bool),
+        }
+        sac.update(batch, gen)
+    greedy = sac.act(torch.zeros(1, 1), deterministic=True, generator=None)
+    assert abs(greedy.item() - 0.5) < 0.1
+
+
+def test_mlp_layers_are_plain_linear() -> None:
+    sac = _sac()
+    assert isinstance(sac.actor.net[0], nn.Linear)

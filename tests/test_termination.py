@@ -1,0 +1,63 @@
+"""Each batched termination function agrees with the real env's ``terminated`` flag."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from gymnasium.envs.mujoco.mujoco_env import MujocoEnv
+
+from mbrl.envs import ENVS, env_spec, make_env
+
+# Envs whose random-action episodes end by termination on their own within a few hundred steps.
+FALLS_BY_ITSELF = {"hopper", "walker2d", "humanoid", "inverted_pendulum"}
+
+
+def _collect(name: str, steps: int, seed: int = 0) -> tuple[np.ndarray, ...]:
+    env = make_env(name)
+    rng = np.random.default_rng(seed)
+    obs, _ = env.reset(seed=seed)
+    rows: list[tuple[np.ndarray, np.ndarray, np.ndarray, bool]] = []
+    for t in range(steps):
+        act = rng.uniform(-1, 1, size=env.action_space.shape).astype(np.float32)
+        if name == "ant" and t % 25 == 24:
+            _lift(env)  # put the torso outside the healthy z-range so the real env terminates
+            obs = env.unwrapped._get_obs()
+        next_obs, _, term, trunc, _ = env.step(act)
+        rows.append((obs, act, next_obs, bool(term)))
+        obs = env.reset()[0] if term or trunc else next_obs
+    env.close()
+    return tuple(np.stack([r[i] for r in rows]) for i in range(4))
+
+
+def _lift(env) -> None:
+    base = env.unwrapped
+    assert isinstance(base, MujocoEnv)
+    qpos, qvel = base.data.qpos.copy(), base.data.qvel.copy()
+    qpos[2] = 1.5
+    base.set_state(qpos, qvel)
+
+
+@pytest.mark.parametrize("name", sorted(ENVS))
+def test_termination_matches_env(name: str) -> None:
+    obs, act, next_obs, terminated = _collect(name, steps=300)
+    fn = env_spec(name).termination_fn
+    pred = fn(torch.as_tensor(obs), torch.as_tensor(act), torch.as_tensor(next_obs)).numpy()
+    assert pred.dtype == np.bool_ and pred.shape == terminated.shape
+    np.testing.assert_array_equal(pred, terminated)
+    if name in FALLS_BY_ITSELF or name == "ant":
+        assert terminated.any() and not terminated.all(), "need both kinds of transitions"
+    else:
+        assert not terminated.any()
+
+
+def test_termination_is_batched_and_checks_shapes() -> None:
+    fn = env_spec("hopper").termination_fn
+    obs = torch.zeros(5, 11)
+    obs[:, 0] = torch.tensor([1.2, 0.5, 1.2, 1.2, 1.2])  # z: second row too low
+    obs[:, 1] = torch.tensor([0.0, 0.0, 0.3, -0.1, 0.0])  # angle: third row too large
+    obs[4, 7] = 150.0  # a state entry outside (-100, 100)
+    out = fn(obs, torch.zeros(5, 3), obs)
+    assert out.tolist() == [False, True, True, False, True]
+    with pytest.raises(ValueError, match="obs/next_obs"):
+        fn(torch.zeros(5, 11), torch.zeros(5, 3), torch.zeros(4, 11))
