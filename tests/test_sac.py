@@ -52,14 +52,12 @@ def test_twin_critics_are_two_independent_mlps() -> None:
     q = sac.critic(obs, act)
     assert q.shape == (2, 7)
     x = torch.cat([obs, act], -1)
+    layers = list(sac.critic.net.layers)
     for member in range(2):
         h = x
-        for layer in sac.critic.net:
-            h = (
-                h @ layer.weight[member] + layer.bias[member]
-                if hasattr(layer, "weight")
-                else layer(h)
-            )
+        for i, layer in enumerate(layers):
+            h = h @ layer.weight[member] + layer.bias[member]
+            h = torch.relu(h) if i < len(layers) - 1 else h
         torch.testing.assert_close(q[member], h.squeeze(-1))
 
 
@@ -137,7 +135,7 @@ def test_amp_update_is_finite_and_moves(amp: str) -> None:
     sac = SAC(OBS, ACT, SACConfig(hidden_sizes=[32, 32]), amp=amp)
     metrics = sac.update(_batch(), torch.Generator().manual_seed(0))
     assert all(torch.isfinite(v) for v in metrics.values())
-    assert sac.critic.net[0].weight.dtype == torch.float32  # master weights stay fp32
+    assert sac.critic.net.layers[0].weight.dtype == torch.float32  # master weights stay fp32
 
 
 def test_sac_solves_a_one_step_bandit() -> None:

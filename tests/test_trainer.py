@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 
+import pytest
 import torch
 from omegaconf import OmegaConf
 
 from mbrl.checkpoint import load
 from mbrl.config import Config, validate
+from mbrl.envs import ENVS
 from mbrl.trainer import Trainer
 
 
@@ -101,3 +104,33 @@ def test_snapshots_without_buffer_are_smaller(tmp_path: str) -> None:
     snap = load(os.path.join(run, "ckpt", "iteration_200.pt"))
     assert "buffers" not in snap and "agent" in snap
     assert "buffers" in load(os.path.join(run, "ckpt", "last.pt"))
+
+
+@pytest.mark.parametrize("env", sorted(ENVS))
+def test_every_env_trains(env: str, tmp_path: str) -> None:
+    run = os.path.join(tmp_path, env)
+    cfg = tiny_config(
+        env,
+        total_steps=60,
+        **{
+            "env.max_episode_steps": 30,
+            "algorithm.learning_starts": 30,
+            "eval.every": 60,
+            "eval.episodes": 1,
+            "logger.every": 60,
+        },
+    )
+    final = Trainer(cfg, run).run()
+    assert math.isfinite(final)
+    state = load(os.path.join(run, "ckpt", "last.pt"), env_name=env)
+    assert state["updates"] == 30
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("amp", ["off", "bf16", "fp16"])
+def test_cuda_run_and_resume(amp: str, tmp_path: str) -> None:
+    run = os.path.join(tmp_path, "run")
+    Trainer(tiny_config(total_steps=200, device="cuda", amp=amp), run).run()
+    Trainer(tiny_config(total_steps=300, device="cuda", amp=amp, resume=run), run).run()
+    state = load(os.path.join(run, "ckpt", "last.pt"))
+    assert state["step"] == 300 and state["buffers"]["real"]["data"]["obs"].is_cpu

@@ -13,7 +13,7 @@ from torch import Tensor, nn
 from torch.func import functional_call
 
 from mbrl.config import SACConfig
-from mbrl.nn import ensemble_mlp, mlp
+from mbrl.nn import EnsembleMLP, mlp
 
 _LOG2 = math.log(2.0)
 
@@ -50,7 +50,7 @@ class TwinQ(nn.Module):
 
     def __init__(self, obs_dim: int, act_dim: int, cfg: SACConfig) -> None:
         super().__init__()
-        self.net = ensemble_mlp(2, obs_dim + act_dim, cfg.hidden_sizes, 1)
+        self.net = EnsembleMLP(2, obs_dim + act_dim, cfg.hidden_sizes, 1, act=nn.ReLU)
 
     def forward(self, obs: Tensor, act: Tensor) -> Tensor:
         x = torch.cat([obs, act], dim=-1).expand(2, -1, -1)
