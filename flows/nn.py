@@ -31,7 +31,8 @@ class EnsembleLinear(nn.Module):
         nn.init.uniform_(self.bias, -bound, bound)
 
     def forward(self, x: Tensor, members: Tensor | None = None) -> Tensor:
-        w, b = self.weight, self.bias
+        w: Tensor = self.weight
+        b: Tensor = self.bias
         if members is not None:
             w, b = w[members], b[members]
         return torch.baddbmm(b, x, w)
