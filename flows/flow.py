@@ -1,0 +1,241 @@
+"""Ensemble conditional normalizing flows: E members as one batched module.
+
+A member is, from data ``y`` to noise ``z``::
+
+    u = (y - loc(c)) * exp(-log_scale(c))          conditional elementwise affine
+    for each layer: u = u[perm]; u_b = T(u_b; net([u_a, c]))   coupling (affine or RQ spline)
+    z = u ~ N(0, I)
+
+where ``c`` is an embedding of the context computed once per call. Coupling layers make both
+directions one pass per layer: ``log_prob`` runs data -> noise, ``sample`` noise -> data.
+Conditioner MLPs run under the caller's autocast; the transforms, log-determinants and losses
+run in fp32. Calling the flow with a context returns a :class:`FlowDistribution`
+(in the spirit of zuko): ``flow(context).log_prob(y)``, ``flow(context).sample()``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from flows.nn import EnsembleLinear, EnsembleMLP
+from flows.splines import TAIL_DERIVATIVE_LOGIT, params_per_dim, rq_spline
+
+TRANSFORMS = ("spline", "affine")
+_HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+
+
+def _full(x: Tensor) -> Tensor:
+    """At least fp32: half-precision activations are promoted, float64 stays float64."""
+    return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+
+
+def _bounded(raw: Tensor, low: float, high: float) -> Tensor:
+    """Squash ``raw`` into (low, high); ``raw = 0`` maps to exactly 0 (low < 0 < high)."""
+    return low + (high - low) * torch.sigmoid(raw + math.log(-low / high))
+
+
+class EnsembleConditionalFlow(nn.Module):
+    """p(y | context) for E members at once; y: [..., dim], context: [..., context_dim]."""
+
+    def __init__(
+        self,
+        members: int,
+        dim: int,
+        context_dim: int = 0,
+        *,
+        layers: int = 4,
+        transform: str = "spline",
+        hidden: Sequence[int] = (128, 128),
+        bins: int = 8,
+        tail_bound: float = 4.0,
+        embed_hidden: Sequence[int] = (200, 200),
+        embed_dim: int = 64,
+        affine_clamp: float = 3.0,
+        log_scale_bounds: tuple[float, float] = (-10.0, 2.0),
+    ) -> None:
+        super().__init__()
+        if transform not in TRANSFORMS:
+            raise ValueError(f"transform={transform!r} is not allowed; choose one of: {TRANSFORMS}")
+        if not log_scale_bounds[0] < 0 < log_scale_bounds[1]:
+            raise ValueError(f"log_scale_bounds={log_scale_bounds} must straddle 0")
+        if members < 1 or dim < 1 or context_dim < 0 or layers < 0:
+            raise ValueError(
+                f"bad flow sizes: members={members}, dim={dim}, "
+                f"context_dim={context_dim}, layers={layers}"
+            )
+        self.members, self.dim, self.context_dim = members, dim, context_dim
+        self.transform, self.bins, self.tail_bound = transform, bins, tail_bound
+        self.affine_clamp, self.log_scale_bounds = affine_clamp, log_scale_bounds
+        self.split = dim // 2  # identity part of each coupling; the rest is transformed
+        self.embed: EnsembleMLP | None = None
+        feat = 0
+        if context_dim > 0:
+            self.embed = EnsembleMLP(members, context_dim, embed_hidden, embed_dim)
+            feat = embed_dim
+        self.base = EnsembleLinear(members, feat, 2 * dim)  # loc, log_scale of the affine layer
+        per_dim = params_per_dim(bins) if transform == "spline" else 2
+        self.conditioners = nn.ModuleList(
+            EnsembleMLP(members, self.split + feat, hidden, (dim - self.split) * per_dim)
+            for _ in range(layers)
+        )
+        gen = torch.Generator().manual_seed(12345)  # fixed permutations, saved in the state dict
+        for i in range(layers):
+            perm = torch.randperm(dim, generator=gen) if i % 2 == 0 else torch.arange(dim).flip(0)
+            self.register_buffer(f"perm{i}", perm)
+        self.reset_to_identity()
+
+    def reset_to_identity(self) -> None:
+        """Zero the output layers: every member starts as y = z (a standard normal)."""
+        with torch.no_grad():
+            lasts: list[EnsembleLinear] = [
+                self._cond(i).last for i in range(len(self.conditioners))
+            ]
+            for lin in [self.base, *lasts]:
+                lin.weight.zero_()
+                lin.bias.zero_()
+            if self.transform == "spline":
+                for lin in lasts:
+                    view = lin.bias.view(self.members, 1, self.dim - self.split, -1)
+                    view[..., 2 * self.bins :] = TAIL_DERIVATIVE_LOGIT  # unit slopes: identity
+
+    def __call__(
+        self, context: Tensor | None = None, members: Tensor | None = None, batch: int | None = None
+    ) -> FlowDistribution:
+        out: FlowDistribution = super().__call__(context, members, batch)
+        return out
+
+    def _cond(self, i: int) -> EnsembleMLP:
+        net = self.conditioners[i]
+        assert isinstance(net, EnsembleMLP)
+        return net
+
+    def forward(
+        self, context: Tensor | None = None, members: Tensor | None = None, batch: int | None = None
+    ) -> FlowDistribution:
+        """The distribution for ``context`` ([B, C] shared, or [E', B, C] per member).
+
+        ``members``: a subset of member indices (E' = len(members)); default all E members.
+        Without a context (unconditional flow) give ``batch`` = B for sampling.
+        """
+        n = self.members if members is None else int(members.shape[0])
+        if self.embed is None:
+            if context is not None:
+                raise ValueError("this flow has context_dim=0; pass batch=B, not a context")
+            if batch is None:
+                raise ValueError("an unconditional flow needs batch=B")
+            dev = self.base.weight.device
+            feat = torch.zeros(n, batch, 0, device=dev, dtype=self.base.weight.dtype)
+        else:
+            if context is None or context.shape[-1] != self.context_dim:
+                got = None if context is None else tuple(context.shape)
+                raise ValueError(
+                    f"context must be [B, {self.context_dim}] or "
+                    f"[E, B, {self.context_dim}], got {got}"
+                )
+            if context.dim() == 2:
+                context = context.expand(n, *context.shape)
+            feat = F.silu(self.embed(context, members))
+        return FlowDistribution(self, feat, members)
+
+    # --- the bijection; h: [E', B, F] context features -------------------------------------
+
+    def _base_params(self, h: Tensor, members: Tensor | None) -> tuple[Tensor, Tensor]:
+        loc, raw = _full(self.base(h, members)).chunk(2, dim=-1)
+        return loc, _bounded(raw, *self.log_scale_bounds)
+
+    def _coupling_params(self, i: int, u_a: Tensor, h: Tensor, members: Tensor | None) -> Tensor:
+        net = self._cond(i)
+        out = _full(net(torch.cat([u_a.to(h.dtype), h], dim=-1), members))
+        return out.view(*out.shape[:-1], self.dim - self.split, -1)
+
+    def _couple(self, u_b: Tensor, params: Tensor, inverse: bool) -> tuple[Tensor, Tensor]:
+        with torch.autocast(u_b.device.type, enabled=False):  # transforms and log-dets in fp32
+            return self._couple_fp32(_full(u_b), _full(params), inverse)
+
+    def _couple_fp32(self, u_b: Tensor, params: Tensor, inverse: bool) -> tuple[Tensor, Tensor]:
+        if self.transform == "spline":
+            out, logdet = rq_spline(u_b, params, self.tail_bound, inverse=inverse)
+            return out, logdet.sum(-1)
+        shift, raw = params[..., 0], params[..., 1]
+        log_scale = self.affine_clamp * torch.tanh(raw / self.affine_clamp)  # scale in e^±clamp
+        if inverse:
+            return (u_b - shift) * torch.exp(-log_scale), -log_scale.sum(-1)
+        return u_b * torch.exp(log_scale) + shift, log_scale.sum(-1)
+
+    def to_noise(self, y: Tensor, h: Tensor, members: Tensor | None) -> tuple[Tensor, Tensor]:
+        """y [E', B, D] -> (z, log|det dz/dy| [E', B])."""
+        loc, log_scale = self._base_params(h, members)
+        u = (_full(y) - loc) * torch.exp(-log_scale)
+        logdet = -log_scale.sum(-1)
+        for i in range(len(self.conditioners)):
+            u, ld = self._layer(i, u, h, members, inverse=False)
+            logdet = logdet + ld
+        return u, logdet
+
+    def to_data(self, z: Tensor, h: Tensor, members: Tensor | None) -> tuple[Tensor, Tensor]:
+        """z [E', B, D] -> (y, log|det dy/dz| [E', B]); one pass per layer."""
+        u = _full(z)
+        logdet = torch.zeros(z.shape[:-1], device=z.device, dtype=u.dtype)
+        for i in reversed(range(len(self.conditioners))):
+            u, ld = self._layer(i, u, h, members, inverse=True)
+            logdet = logdet + ld
+        loc, log_scale = self._base_params(h, members)
+        return u * torch.exp(log_scale) + loc, logdet + log_scale.sum(-1)
+
+    def _layer(
+        self, i: int, u: Tensor, h: Tensor, members: Tensor | None, inverse: bool
+    ) -> tuple[Tensor, Tensor]:
+        perm: Tensor = getattr(self, f"perm{i}")
+        if inverse:
+            u_a, u_b = u[..., : self.split], u[..., self.split :]
+            params = self._coupling_params(i, u_a, h, members)
+            u_b, logdet = self._couple(u_b, params, inverse=True)
+            return torch.cat([u_a, u_b], -1)[..., torch.argsort(perm)], logdet
+        u = u[..., perm]
+        u_a, u_b = u[..., : self.split], u[..., self.split :]
+        params = self._coupling_params(i, u_a, h, members)
+        u_b, logdet = self._couple(u_b, params, inverse=False)
+        return torch.cat([u_a, u_b], -1), logdet
+
+
+class FlowDistribution:
+    """Per-member distribution: batch shape [E', B], event shape [dim]."""
+
+    def __init__(self, flow: EnsembleConditionalFlow, h: Tensor, members: Tensor | None) -> None:
+        self.flow, self.h, self.members = flow, h, members
+        self.batch_shape = torch.Size(h.shape[:2])
+        self.event_shape = torch.Size([flow.dim])
+
+    def log_prob(self, y: Tensor) -> Tensor:
+        """y: [B, D] (shared) or [E', B, D] -> log p(y) [E', B], in fp32."""
+        if y.dim() == 2:
+            y = y.expand(self.batch_shape[0], *y.shape)
+        z, logdet = self.flow.to_noise(y, self.h, self.members)
+        return logdet - 0.5 * z.square().sum(-1) - self.flow.dim * _HALF_LOG_2PI
+
+    def rsample(self, generator: torch.Generator | None = None) -> Tensor:
+        """Reparameterised sample [E', B, D]."""
+        z = torch.randn(
+            (*self.batch_shape, self.flow.dim),
+            generator=generator,
+            device=self.h.device,
+            dtype=_full(self.h).dtype,
+        )
+        return self.flow.to_data(z, self.h, self.members)[0]
+
+    @torch.no_grad()
+    def sample(self, generator: torch.Generator | None = None) -> Tensor:
+        return self.rsample(generator)
+
+    @torch.no_grad()
+    def mode(self) -> Tensor:
+        """The image of z = 0: a point prediction (the median for one layer, close to it after)."""
+        z = torch.zeros(
+            (*self.batch_shape, self.flow.dim), device=self.h.device, dtype=_full(self.h).dtype
+        )
+        return self.flow.to_data(z, self.h, self.members)[0]

@@ -1,0 +1,140 @@
+"""Rational-quadratic splines (Durkan et al. 2019) with linear tails, sync-free.
+
+Parameter layout and math are nflows' (``unconstrained_rational_quadratic_spline``): per
+transformed dimension ``K`` width logits, ``K`` height logits and ``K - 1`` interior derivative
+logits; outside ``[-B, B]`` the map is the identity. Two things differ, both for speed and
+robustness, not for the result:
+
+* The tails are handled with ``clamp`` + ``where`` instead of boolean-mask indexing (which
+  makes shapes data-dependent and forces a device->host sync on CUDA).
+* On the CPU the forward (density) direction calls nflows' ``rational_quadratic_spline`` itself.
+  On CUDA it calls :func:`rq_forward`, the same formula without nflows' host-side domain check
+  (a sync per call). The inverse (sampling) direction always uses :func:`rq_inverse`: nflows'
+  ``assert (discriminant >= 0).all()`` is both a sync and a crash on the rare row where fp32
+  rounding makes the discriminant slightly negative; here it is clamped at zero.
+
+Both ports are tested against nflows (``tests/flows/test_splines.py``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from nflows.transforms.splines.rational_quadratic import (
+    DEFAULT_MIN_BIN_HEIGHT,
+    DEFAULT_MIN_BIN_WIDTH,
+    DEFAULT_MIN_DERIVATIVE,
+    rational_quadratic_spline,
+)
+from torch import Tensor
+
+# Tail derivative logit such that min_derivative + softplus(c) = 1 (nflows' constant).
+TAIL_DERIVATIVE_LOGIT = math.log(math.expm1(1.0 - DEFAULT_MIN_DERIVATIVE))
+
+
+def params_per_dim(bins: int) -> int:
+    """Conditioner outputs per transformed dimension: K widths, K heights, K - 1 derivatives."""
+    return 3 * bins - 1
+
+
+def _cumulative(logits: Tensor, min_size: float, bound: float) -> Tensor:
+    """Knot positions [..., K+1] from bin logits [..., K], spanning exactly [-B, B]."""
+    bins = logits.shape[-1]
+    sizes = min_size + (1 - min_size * bins) * F.softmax(logits, dim=-1)
+    cum = F.pad(torch.cumsum(sizes, dim=-1), (1, 0)) * (2 * bound) - bound
+    cum[..., 0], cum[..., -1] = -bound, bound  # exact ends despite rounding (as nflows)
+    return cum
+
+
+def _knots(w: Tensor, h: Tensor, d: Tensor, bound: float) -> tuple[Tensor, ...]:
+    """Cumulative widths/heights [..., K+1], widths/heights [..., K], derivatives [..., K+1]."""
+    cumw = _cumulative(w, DEFAULT_MIN_BIN_WIDTH, bound)
+    cumh = _cumulative(h, DEFAULT_MIN_BIN_HEIGHT, bound)
+    derivs = DEFAULT_MIN_DERIVATIVE + F.softplus(d)
+    return cumw, cumw.diff(dim=-1), cumh, cumh.diff(dim=-1), derivs
+
+
+def _gather(t: Tensor, idx: Tensor) -> Tensor:
+    return t.gather(-1, idx)[..., 0]
+
+
+def _bin(cum: Tensor, x: Tensor) -> Tensor:
+    # nflows' searchsorted: count of knots <= x, minus one (its last knot gets an epsilon).
+    knots = cum.clone()
+    knots[..., -1] += 1e-6
+    return (torch.sum(x[..., None] >= knots, dim=-1) - 1)[..., None]
+
+
+def rq_forward(x: Tensor, w: Tensor, h: Tensor, d: Tensor, bound: float) -> tuple[Tensor, Tensor]:
+    """Spline on x in [-B, B] (d already padded to K+1): (y, log|dy/dx|), sync-free."""
+    cumw, widths, cumh, heights, derivs = _knots(w, h, d, bound)
+    idx = _bin(cumw, x)
+    x0, bw, y0, bh = (
+        _gather(cumw, idx),
+        _gather(widths, idx),
+        _gather(cumh, idx),
+        _gather(heights, idx),
+    )
+    delta = bh / bw
+    d0, d1 = _gather(derivs, idx), _gather(derivs[..., 1:], idx)
+    theta = (x - x0) / bw
+    t1t = theta * (1 - theta)
+    denom = delta + (d0 + d1 - 2 * delta) * t1t
+    y = y0 + bh * (delta * theta.square() + d0 * t1t) / denom
+    num = delta.square() * (d1 * theta.square() + 2 * delta * t1t + d0 * (1 - theta).square())
+    return y, torch.log(num) - 2 * torch.log(denom)
+
+
+def rq_inverse(y: Tensor, w: Tensor, h: Tensor, d: Tensor, bound: float) -> tuple[Tensor, Tensor]:
+    """Inverse spline on y in [-B, B]: (x, log|dx/dy|), sync-free, discriminant clamped >= 0."""
+    cumw, widths, cumh, heights, derivs = _knots(w, h, d, bound)
+    idx = _bin(cumh, y)
+    x0, bw, y0, bh = (
+        _gather(cumw, idx),
+        _gather(widths, idx),
+        _gather(cumh, idx),
+        _gather(heights, idx),
+    )
+    delta = bh / bw
+    d0, d1 = _gather(derivs, idx), _gather(derivs[..., 1:], idx)
+    dy = y - y0
+    s = d0 + d1 - 2 * delta
+    a = dy * s + bh * (delta - d0)
+    b = bh * d0 - dy * s
+    c = -delta * dy
+    disc = (b.square() - 4 * a * c).clamp_min(0.0)
+    root = (2 * c) / (-b - torch.sqrt(disc))
+    x = root * bw + x0
+    t1t = root * (1 - root)
+    denom = delta + s * t1t
+    num = delta.square() * (d1 * root.square() + 2 * delta * t1t + d0 * (1 - root).square())
+    return x, -(torch.log(num) - 2 * torch.log(denom))
+
+
+def rq_spline(
+    x: Tensor, params: Tensor, bound: float, inverse: bool = False, use_nflows: bool | None = None
+) -> tuple[Tensor, Tensor]:
+    """Elementwise RQ spline with identity tails outside [-bound, bound].
+
+    x: [...], params: [..., 3K - 1] (unnormalised, nflows layout). Returns (out, logabsdet),
+    both shaped like x; logabsdet is of the map applied (forward, or inverse if ``inverse``).
+    ``use_nflows`` picks the forward implementation (default: nflows on the CPU only).
+    """
+    if use_nflows is None:
+        use_nflows = x.device.type == "cpu"
+    bins = (params.shape[-1] + 1) // 3
+    w, h, d = params[..., :bins], params[..., bins : 2 * bins], params[..., 2 * bins :]
+    d = F.pad(d, (1, 1), value=TAIL_DERIVATIVE_LOGIT)
+    inside = (x >= -bound) & (x <= bound)
+    xc = x.clamp(-bound, bound)
+    if inverse:
+        out, logdet = rq_inverse(xc, w, h, d, bound)
+    elif use_nflows:
+        out, logdet = rational_quadratic_spline(
+            xc, w, h, d, left=-bound, right=bound, bottom=-bound, top=bound
+        )
+    else:
+        out, logdet = rq_forward(xc, w, h, d, bound)
+    return torch.where(inside, out, x), torch.where(inside, logdet, torch.zeros_like(logdet))
