@@ -13,7 +13,7 @@ robustness, not for the result:
   ``assert (discriminant >= 0).all()`` is both a sync and a crash on the rare row where fp32
   rounding makes the discriminant slightly negative; here it is clamped at zero.
 
-Both ports are tested against nflows (``tests/flows/test_splines.py``).
+Both ports are tested against nflows (``tests/test_splines.py``).
 """
 
 from __future__ import annotations
