@@ -12,7 +12,7 @@ from tqdm import tqdm
 
 from mbrl import checkpoint
 from mbrl.agents import SAC
-from mbrl.buffer import ReplayBuffer, transition_shapes
+from mbrl.buffer import ReplayBuffer, transition_fields
 from mbrl.collector import Collector
 from mbrl.config import Config, to_yaml
 from mbrl.envs import env_dims, make_env
@@ -41,7 +41,7 @@ class Trainer:
         obs_dim, act_dim = env_dims(env)
         # Never more rows than the run can fill: a 15k-step run does not allocate 1M rows.
         capacity = min(cfg.buffer.capacity, cfg.total_steps)
-        self.buffer = ReplayBuffer(capacity, transition_shapes(obs_dim, act_dim), self.device)
+        self.buffer = ReplayBuffer(capacity, transition_fields(obs_dim, act_dim), self.device)
         self.agent = SAC(obs_dim, act_dim, cfg.agent, self.device, cfg.amp)
         self.collector = Collector(env, self.buffer, self.device, seed=cfg.seed)
         self.evaluator = Evaluator(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mbrl.buffer import ReplayBuffer, transition_shapes
+from mbrl.buffer import ReplayBuffer, transition_fields
 
 
 def _rows(start: int, n: int, obs_dim: int = 3, act_dim: int = 2) -> dict[str, torch.Tensor]:
@@ -21,24 +21,43 @@ def _rows(start: int, n: int, obs_dim: int = 3, act_dim: int = 2) -> dict[str, t
 
 
 def _buffer(capacity: int) -> ReplayBuffer:
-    return ReplayBuffer(capacity, transition_shapes(3, 2))
+    return ReplayBuffer(capacity, transition_fields(3, 2))
+
+
+def _state(buf: ReplayBuffer) -> tuple[int, int, int]:
+    s = buf.state_dict()
+    return s["ptr"], s["size"], s["pushed_in"]
 
 
 def test_ring_keeps_the_newest_rows() -> None:
     buf = _buffer(5)
     buf.add(_rows(0, 3))
     buf.add(_rows(3, 4))  # wraps: rows 0 and 1 are overwritten by 5 and 6
-    assert len(buf) == 5 and buf.ptr == 2 and buf.pushed_in == 7
-    assert buf.data["rew"].tolist() == [5.0, 6.0, 2.0, 3.0, 4.0]
-    assert buf.data["next_obs"][:, 0].tolist() == [5.5, 6.5, 2.5, 3.5, 4.5]
-    assert buf.data["terminated"].tolist() == [False, True, True, False, True]
+    assert _state(buf) == (2, 5, 7)
+    rows = buf.rows()
+    assert rows["rew"].tolist() == [5.0, 6.0, 2.0, 3.0, 4.0]
+    assert rows["next_obs"][:, 0].tolist() == [5.5, 6.5, 2.5, 3.5, 4.5]
+    assert rows["terminated"].tolist() == [False, True, True, False, True]
+
+
+def test_masked_add_writes_only_kept_rows_without_syncing(host_reads: list[str]) -> None:
+    buf = _buffer(6)
+    buf.add(_rows(0, 4), mask=torch.tensor([True, False, True, False]))
+    buf.add(_rows(10, 5), mask=torch.tensor([True, True, False, True, True]))  # wraps
+    assert host_reads == []
+    assert _state(buf) == (0, 6, 6)
+    assert buf.rows()["rew"].tolist() == [0.0, 2.0, 10.0, 11.0, 13.0, 14.0]
+    buf.add(_rows(20, 2), mask=torch.tensor([False, False]))
+    assert _state(buf) == (0, 6, 6)
+    with pytest.raises(ValueError, match="mask"):
+        buf.add(_rows(0, 7), mask=torch.ones(7, dtype=torch.bool))
 
 
 def test_batch_larger_than_capacity_keeps_its_tail() -> None:
     buf = _buffer(4)
     buf.add(_rows(0, 10))
-    assert sorted(buf.data["rew"].tolist()) == [6.0, 7.0, 8.0, 9.0]
-    assert buf.pushed_in == 10 and len(buf) == 4
+    assert sorted(buf.rows()["rew"].tolist()) == [6.0, 7.0, 8.0, 9.0]
+    assert _state(buf)[1:] == (4, 10)
 
 
 def test_sampling_is_reproducible_and_consistent() -> None:
@@ -62,7 +81,7 @@ def test_state_dict_roundtrip_continues_identically() -> None:
     buf.sample(4, torch.Generator().manual_seed(0))
     other = _buffer(8)
     other.load_state_dict(buf.state_dict())
-    assert (other.ptr, other.size, other.pushed_in, other.sampled_out) == (3, 8, 11, 4)
+    assert (*_state(other), other.sampled_out) == (3, 8, 11, 4)
     g1, g2 = torch.Generator().manual_seed(1), torch.Generator().manual_seed(1)
     buf.add(_rows(11, 2))
     other.add(_rows(11, 2))
@@ -74,12 +93,12 @@ def test_load_into_other_capacity_keeps_newest_rows_in_order() -> None:
     buf.add(_rows(0, 9))  # holds 3..8, ring layout [6, 7, 8, 3, 4, 5]
     small = _buffer(4)
     small.load_state_dict(buf.state_dict())
-    assert small.data["rew"].tolist() == [5.0, 6.0, 7.0, 8.0] and small.ptr == 0
+    assert small.rows()["rew"].tolist() == [5.0, 6.0, 7.0, 8.0] and _state(small)[0] == 0
     big = _buffer(10)
     big.load_state_dict(buf.state_dict())
-    assert big.data["rew"][:6].tolist() == [3.0, 4.0, 5.0, 6.0, 7.0, 8.0] and big.ptr == 6
+    assert big.rows()["rew"].tolist() == [3.0, 4.0, 5.0, 6.0, 7.0, 8.0] and _state(big)[0] == 6
     big.add(_rows(9, 1))
-    assert big.data["rew"][6].item() == 9.0
+    assert big.rows()["rew"][6].item() == 9.0
 
 
 def test_staleness_and_errors() -> None:
