@@ -19,7 +19,9 @@ from mbrl.envs.registry import ENVS
 
 DEVICES = ("auto", "cpu", "cuda")
 AMP_MODES = ("off", "bf16", "fp16")
-ALGORITHMS = ("sac",)
+ALGORITHMS = ("sac", "mbpo")
+MODELS = ("flow", "gaussian")
+REWARDER_MODES = ("none", "penalty", "filter")
 
 
 class ConfigError(ValueError):
@@ -58,6 +60,77 @@ class SACConfig:
 
 
 @dataclass
+class FlowModelConfig:
+    """The flow world model's architecture (flows.EnsembleConditionalFlow)."""
+
+    transform: str = "spline"  # spline (rational-quadratic) | affine coupling layers
+    layers: int = 4  # coupling layers, a fixed permutation between them
+    hidden: list[int] = field(default_factory=lambda: [128, 128])  # each coupling's conditioner
+    bins: int = 8  # spline bins
+    tail_bound: float = 4.0  # spline on [-B, B] (normalised units), identity outside
+    embed_hidden: list[int] = field(default_factory=lambda: [200, 200])  # context network
+    embed_dim: int = 128  # context features shared by the base layer and every coupling
+
+
+@dataclass
+class ModelConfig:
+    """The dynamics ensemble p([ds, r] | s, a) and how it is fit (as MBPO does)."""
+
+    name: str = "flow"  # flow | gaussian (MBPO's probabilistic ensemble, the baseline)
+    members: int = 7
+    elites: int = 5  # members used for rollouts: lowest holdout NLL
+    hidden: list[int] = field(default_factory=lambda: [200, 200, 200, 200])  # gaussian MLP
+    flow: FlowModelConfig = field(default_factory=FlowModelConfig)
+    lr: float = 1e-3
+    weight_decay: float = 5e-5
+    batch_size: int = 256  # per member
+    holdout_ratio: float = 0.2  # of the real data, capped at max_holdout rows (MBPO)
+    max_holdout: int = 5000
+    patience: int = 5  # epochs without a >improvement relative gain on any member
+    improvement: float = 0.01
+    max_epochs: int | None = None  # cap per fit (None: early stopping alone)
+    max_seconds: float | None = None  # wall-clock cap per fit
+
+
+@dataclass
+class RolloutConfig:
+    """Model rollouts; length schedule as MBPO: min_length until min_epoch, linear to
+    max_length at max_epoch, then constant."""
+
+    min_epoch: int = 20
+    max_epoch: int = 150
+    min_length: int = 1
+    max_length: int = 15
+    batch_size: int = 100_000  # start states per rollout phase
+    retain_epochs: int = 1  # epochs of rollouts the model pool keeps
+
+
+@dataclass
+class MBPOConfig:
+    init_steps: int = 5000  # uniform-random env steps before the first model fit
+    model_train_freq: int = 250  # env steps between model fits (+ rollouts)
+    updates_per_step: int = 20  # SAC updates per env step
+    real_ratio: float = 0.05  # share of real transitions in each SAC batch
+    epoch_length: int = 1000  # env steps per epoch (rollout schedule, pool size)
+
+
+@dataclass
+class RewarderConfig:
+    """Coupled-flow rewarder (after CFIL): x = log p1 - log p2 ~ log(d_model / d_real)."""
+
+    mode: str = "none"  # none | penalty (r - penalty * x) | filter (stop rows with x > threshold)
+    penalty: float = 1.0
+    threshold: float = 2.0
+    transform: str = "spline"
+    layers: int = 4
+    hidden: list[int] = field(default_factory=lambda: [128, 128])
+    bins: int = 8
+    lr: float = 3e-4
+    steps: int = 100  # gradient steps per model fit
+    batch_size: int = 512  # real and model transitions each
+
+
+@dataclass
 class BufferConfig:
     capacity: int = 1_000_000  # real transitions kept (ring)
 
@@ -90,6 +163,10 @@ class Config:
     eval: EvalConfig = field(default_factory=EvalConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    mbpo: MBPOConfig = field(default_factory=MBPOConfig)
+    rewarder: RewarderConfig = field(default_factory=RewarderConfig)
     total_steps: int = 100_000  # env steps
     seed: int = 0
     device: str = "auto"  # auto | cpu | cuda
@@ -130,6 +207,64 @@ def _check_ranges(c: Config) -> None:
     if c.env.max_episode_steps is not None:
         _at_least("env.max_episode_steps", c.env.max_episode_steps, 1, "positive or null")
     _check_agent(c.agent)
+    _check_model(c.model)
+    _check_mbpo(c)
+
+
+def _positive(prefix: str, obj: object, *keys: str) -> None:
+    for key in keys:
+        _at_least(f"{prefix}.{key}", getattr(obj, key), 1, "a positive integer")
+
+
+def _check_model(m: ModelConfig) -> None:
+    _choice("model", m.name, MODELS)
+    _choice("model.flow.transform", m.flow.transform, ("spline", "affine"))
+    _positive("model", m, "members", "elites", "batch_size", "max_holdout")
+    _positive("model.flow", m.flow, "bins", "embed_dim")
+    _at_least("model.flow.layers", m.flow.layers, 0, ">= 0")
+    _at_least("model.patience", m.patience, 0, ">= 0")
+    if m.elites > m.members:
+        raise ConfigError(
+            f"model.elites={m.elites} is not allowed; it must be <= model.members={m.members}"
+        )
+    if not 0 < m.holdout_ratio < 1:
+        raise ConfigError(
+            f"model.holdout_ratio={m.holdout_ratio!r} is not allowed; it must be in (0, 1)"
+        )
+    if not m.lr > 0 or m.weight_decay < 0 or not m.flow.tail_bound > 0:
+        raise ConfigError(
+            f"model.lr={m.lr}, model.weight_decay={m.weight_decay}, model.flow.tail_bound="
+            f"{m.flow.tail_bound}: need lr > 0, weight_decay >= 0, tail_bound > 0"
+        )
+    if m.max_epochs is not None:
+        _at_least("model.max_epochs", m.max_epochs, 1, "positive or null")
+    if m.max_seconds is not None and not m.max_seconds > 0:
+        raise ConfigError(
+            f"model.max_seconds={m.max_seconds!r} is not allowed; it must be > 0 or null"
+        )
+
+
+def _check_mbpo(c: Config) -> None:
+    r, m, w = c.rollout, c.mbpo, c.rewarder
+    _positive("rollout", r, "min_length", "max_length", "batch_size", "retain_epochs")
+    _positive("mbpo", m, "model_train_freq", "epoch_length")
+    _positive("rewarder", w, "layers", "bins", "steps", "batch_size")
+    _at_least("mbpo.init_steps", m.init_steps, 1, "a positive number of env steps")
+    _at_least("mbpo.updates_per_step", m.updates_per_step, 0, ">= 0")
+    _at_least("rollout.min_epoch", r.min_epoch, 0, ">= 0")
+    if r.max_length < r.min_length or r.max_epoch < r.min_epoch:
+        raise ConfigError(
+            f"rollout schedule [{r.min_epoch}, {r.max_epoch}, {r.min_length}, {r.max_length}] is "
+            "not allowed; need min_epoch <= max_epoch and min_length <= max_length"
+        )
+    if not 0 <= m.real_ratio <= 1:
+        raise ConfigError(f"mbpo.real_ratio={m.real_ratio!r} is not allowed; it must be in [0, 1]")
+    _choice("rewarder.mode", w.mode, REWARDER_MODES)
+    _choice("rewarder.transform", w.transform, ("spline", "affine"))
+    if not w.lr > 0 or w.penalty < 0:
+        raise ConfigError(
+            f"rewarder.lr={w.lr}, rewarder.penalty={w.penalty}: need lr > 0, penalty >= 0"
+        )
 
 
 def _check_agent(a: SACConfig) -> None:

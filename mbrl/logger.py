@@ -15,13 +15,16 @@ from typing import Any
 
 import torch
 
-COMPONENTS = ("collector", "evaluator", "learner", "buffer")
+COMPONENTS = ("collector", "evaluator", "learner", "buffer", "model")
 # Metric-key prefix -> the component whose text log gets the line ("eval/..." -> log/evaluator/).
 TEXT_LOG_OF = {
     "collector": "collector",
     "eval": "evaluator",
     "learner": "learner",
     "buffer": "buffer",
+    "model": "model",
+    "rollout": "model",
+    "rewarder": "model",
 }
 
 

@@ -15,9 +15,10 @@ from mbrl.agents import SAC
 from mbrl.buffer import ReplayBuffer, transition_fields
 from mbrl.collector import Collector
 from mbrl.config import Config, to_yaml
-from mbrl.envs import env_dims, make_env
+from mbrl.envs import env_dims, env_spec, make_env
 from mbrl.evaluator import Evaluator
 from mbrl.logger import Logger
+from mbrl.mbpo import MBPO
 from mbrl.timer import PhaseTimer
 from mbrl.utils import (
     make_generator,
@@ -43,6 +44,10 @@ class Trainer:
         capacity = min(cfg.buffer.capacity, cfg.total_steps)
         self.buffer = ReplayBuffer(capacity, transition_fields(obs_dim, act_dim), self.device)
         self.agent = SAC(obs_dim, act_dim, cfg.agent, self.device, cfg.amp)
+        self.mbpo: MBPO | None = None
+        if cfg.algorithm.name == "mbpo":
+            term_fn = env_spec(cfg.env.name).termination_fn
+            self.mbpo = MBPO(obs_dim, act_dim, cfg, self.device, term_fn, self.buffer, self.agent)
         self.collector = Collector(env, self.buffer, self.device, seed=cfg.seed)
         self.evaluator = Evaluator(
             cfg.env.name,
@@ -91,6 +96,8 @@ class Trainer:
         )
         try:
             while self.env_steps < cfg.total_steps:
+                if self.mbpo is not None and self.mbpo.due(self.env_steps):
+                    self._model_phase()
                 with self.timer.phase("env"):
                     self.collector.step(self._explore)
                 if self.env_steps > cfg.algorithm.learning_starts:
@@ -112,10 +119,20 @@ class Trainer:
             return torch.rand(shape, generator=gen, device=self.device) * 2.0 - 1.0
         return self.agent.act(obs, deterministic=False, generator=gen)
 
+    def _model_phase(self) -> None:
+        assert self.mbpo is not None
+        metrics = self.mbpo.model_phase(self.env_steps, self.gens["train"], self.timer)
+        with self.timer.phase("log"):
+            self.logger.log(self.env_steps, metrics)
+
     def _learn(self) -> None:
         gen, batch_size = self.gens["train"], self.cfg.agent.batch_size
         for _ in range(self.cfg.algorithm.updates_per_step):
-            self._learner_metrics = self.agent.update(self.buffer.sample(batch_size, gen), gen)
+            if self.mbpo is not None:
+                batch = self.mbpo.batch(batch_size, gen)
+            else:
+                batch = self.buffer.sample(batch_size, gen)
+            self._learner_metrics = self.agent.update(batch, gen)
             self.updates += 1
 
     def _periodic(self, bar: tqdm) -> None:
@@ -157,11 +174,18 @@ class Trainer:
             "best_return": self.best_return,
             "last_eval": dict(self.last_eval),
             "agent": self.agent.state_dict(),
-            "buffers": {"real": self.buffer.state_dict()},
+            "buffers": self._buffers_state(),
+            "mbpo": None if self.mbpo is None else self.mbpo.state_dict(),
             "collector": self.collector.state_dict(),
             "rng": rng_state(self.gens),
             "logger": self.logger.state_dict(),
         }
+
+    def _buffers_state(self) -> dict[str, Any]:
+        out = {"real": self.buffer.state_dict()}
+        if self.mbpo is not None:
+            out["model"] = self.mbpo.pool.state_dict()
+        return out
 
     def _load(self, run_dir: str) -> dict[str, Any]:
         state = checkpoint.load(
@@ -169,6 +193,11 @@ class Trainer:
         )
         self.agent.load_state_dict(state["agent"])
         self.buffer.load_state_dict(state["buffers"]["real"])
+        if self.mbpo is not None:
+            if state.get("mbpo") is None:
+                raise checkpoint.CheckpointError(f"{run_dir} holds no MBPO state (a SAC run?)")
+            self.mbpo.load_state_dict(state["mbpo"])
+            self.mbpo.pool.load_state_dict(state["buffers"]["model"])
         self.collector.load_state_dict(state["collector"])
         set_rng_state(state["rng"], self.gens)
         self.updates, self.best_return = state["updates"], state["best_return"]

@@ -22,7 +22,7 @@ def make_env(name: str, max_episode_steps: int | None = None) -> gym.Env:
     env's own action bounds (Pendulum's ±2, Humanoid's ±0.4).
     """
     spec = env_spec(name)
-    kwargs: dict[str, Any] = {}
+    kwargs: dict[str, Any] = dict(spec.kwargs)
     if max_episode_steps is not None:
         kwargs["max_episode_steps"] = max_episode_steps
     env = gym.make(spec.gym_id, **kwargs)

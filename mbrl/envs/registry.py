@@ -14,14 +14,26 @@ class EnvSpec:
 
     gym_id: str
     termination_fn: TerminationFn
+    kwargs: tuple[tuple[str, object], ...] = ()  # passed to gymnasium.make
 
 
 ENVS: dict[str, EnvSpec] = {
     "hopper": EnvSpec("Hopper-v5", termination.hopper),
     "walker2d": EnvSpec("Walker2d-v5", termination.walker2d),
     "halfcheetah": EnvSpec("HalfCheetah-v5", termination.never),
-    "ant": EnvSpec("Ant-v5", termination.ant),
-    "humanoid": EnvSpec("Humanoid-v5", termination.humanoid),
+    # Ant and Humanoid use MBPO's truncated observations (27 and 45 dims): the contact forces
+    # and inertia terms are omitted, as in MBPO's AntTruncatedObs / HumanoidTruncatedObs.
+    "ant": EnvSpec("Ant-v5", termination.ant, (("include_cfrc_ext_in_observation", False),)),
+    "humanoid": EnvSpec(
+        "Humanoid-v5",
+        termination.humanoid,
+        (
+            ("include_cinert_in_observation", False),
+            ("include_cvel_in_observation", False),
+            ("include_qfrc_actuator_in_observation", False),
+            ("include_cfrc_ext_in_observation", False),
+        ),
+    ),
     "inverted_pendulum": EnvSpec("InvertedPendulum-v5", termination.inverted_pendulum),
     "pendulum": EnvSpec("Pendulum-v1", termination.never),
 }

@@ -1,0 +1,95 @@
+"""The dynamics model: an ensemble density over [ds, r] given (s, a), in normalised units."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import torch
+from torch import Tensor, nn
+
+from flows import EnsembleConditionalFlow
+from mbrl.config import ModelConfig
+from mbrl.models.gaussian import GaussianEnsemble
+from mbrl.models.normalizer import Normalizer
+
+
+class Distribution(Protocol):
+    def log_prob(self, y: Tensor) -> Tensor: ...
+    def rsample(self, generator: torch.Generator | None = None) -> Tensor: ...
+    def sample(self, generator: torch.Generator | None = None) -> Tensor: ...
+    def mode(self) -> Tensor: ...
+
+
+def build_density(dim: int, context_dim: int, cfg: ModelConfig) -> nn.Module:
+    if cfg.name == "gaussian":
+        return GaussianEnsemble(cfg.members, dim, context_dim, cfg.hidden)
+    f = cfg.flow
+    return EnsembleConditionalFlow(
+        cfg.members,
+        dim,
+        context_dim,
+        layers=f.layers,
+        transform=f.transform,
+        hidden=f.hidden,
+        bins=f.bins,
+        tail_bound=f.tail_bound,
+        embed_hidden=f.embed_hidden,
+        embed_dim=f.embed_dim,
+    )
+
+
+class DynamicsModel(nn.Module):
+    """p([s' - s, r] | s, a) for E members; inputs and targets standardised inside."""
+
+    elites: Tensor  # [n_elites] member indices used for rollouts
+
+    def __init__(self, obs_dim: int, act_dim: int, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.obs_dim, self.act_dim, self.cfg = obs_dim, act_dim, cfg
+        self.density = build_density(obs_dim + 1, obs_dim + act_dim, cfg)
+        self.in_norm = Normalizer(obs_dim + act_dim)
+        self.out_norm = Normalizer(obs_dim + 1)
+        self.register_buffer("elites", torch.arange(cfg.elites))
+
+    @property
+    def device(self) -> torch.device:
+        return self.elites.device
+
+    @staticmethod
+    def targets(obs: Tensor, next_obs: Tensor, rew: Tensor) -> Tensor:
+        """Raw targets [N, obs_dim + 1] = [s' - s, r]."""
+        return torch.cat([next_obs - obs, rew.unsqueeze(-1)], dim=-1)
+
+    def fit_normalizers(self, obs: Tensor, act: Tensor, target: Tensor) -> None:
+        self.in_norm.fit(torch.cat([obs, act], dim=-1))
+        self.out_norm.fit(target)
+
+    def dist(self, x: Tensor, members: Tensor | None = None) -> Distribution:
+        """x: normalised inputs [B, C] or [E', B, C]."""
+        out: Distribution = self.density(x, members)
+        return out
+
+    def regularizer(self) -> Tensor:
+        if isinstance(self.density, GaussianEnsemble):
+            return self.density.regularizer()
+        return torch.zeros((), device=self.device)
+
+    @torch.no_grad()
+    def sample(
+        self, obs: Tensor, act: Tensor, generator: torch.Generator | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """(next_obs [B, o], rew [B]), each row from a uniformly random elite.
+
+        A random permutation deals the rows out to the elites in equal shares, so each elite
+        runs on B / n_elites rows (not all elites on all rows) and there is no host sync.
+        """
+        b, n = obs.shape[0], int(self.elites.shape[0])
+        chunk = -(-b // n)
+        perm = torch.randperm(b, generator=generator, device=obs.device)
+        perm = torch.cat([perm, perm[: chunk * n - b]])  # pad so the rows split evenly
+        x = self.in_norm(torch.cat([obs, act], dim=-1))[perm].view(n, chunk, -1)
+        y = self.dist(x, self.elites).sample(generator).reshape(n * chunk, -1)
+        y = self.out_norm.inverse(y)
+        out = torch.empty(b, y.shape[-1], device=obs.device, dtype=y.dtype)
+        out[perm[:b]] = y[:b]  # the padding rows' samples are dropped
+        return obs + out[:, : self.obs_dim], out[:, self.obs_dim]

@@ -1,0 +1,31 @@
+"""Per-dimension standardisation whose statistics live in the module's state dict."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+
+class Normalizer(nn.Module):
+    """x -> (x - mean) / std, refit on all data at every model fit (as MBPO's scaler)."""
+
+    mean: Tensor
+    std: Tensor
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.register_buffer("mean", torch.zeros(dim))
+        self.register_buffer("std", torch.ones(dim))
+
+    @torch.no_grad()
+    def fit(self, x: Tensor) -> None:
+        """x: [N, dim]. Constant dimensions keep std 1 instead of dividing by ~0."""
+        std = x.std(dim=0) if x.shape[0] > 1 else torch.ones_like(self.std)
+        self.mean.copy_(x.mean(dim=0))
+        self.std.copy_(torch.where(std < 1e-6, torch.ones_like(std), std))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return (x - self.mean) / self.std
+
+    def inverse(self, x: Tensor) -> Tensor:
+        return x * self.std + self.mean
