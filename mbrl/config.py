@@ -36,7 +36,8 @@ class EnvConfig:
 
 @dataclass
 class AlgorithmConfig:
-    name: str = "sac"  # the training loop
+    name: str = "sac"  # the training loop: sac | mbpo
+    # Model-free SAC only (MBPO reads mbpo.init_steps / mbpo.updates_per_step):
     learning_starts: int = 5000  # uniform-random actions for this many env steps before updates
     updates_per_step: int = 1  # gradient updates per env step once learning has started
 

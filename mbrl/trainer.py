@@ -24,6 +24,7 @@ from mbrl.utils import (
     make_generator,
     resolve_device,
     rng_state,
+    rss_mb,
     seed_everything,
     set_rng_state,
     set_threads,
@@ -45,9 +46,14 @@ class Trainer:
         self.buffer = ReplayBuffer(capacity, transition_fields(obs_dim, act_dim), self.device)
         self.agent = SAC(obs_dim, act_dim, cfg.agent, self.device, cfg.amp)
         self.mbpo: MBPO | None = None
+        # Random exploration, then updates: algorithm.* for SAC, mbpo.* for MBPO.
+        self.learning_starts = cfg.algorithm.learning_starts
+        self.updates_per_step = cfg.algorithm.updates_per_step
         if cfg.algorithm.name == "mbpo":
             term_fn = env_spec(cfg.env.name).termination_fn
             self.mbpo = MBPO(obs_dim, act_dim, cfg, self.device, term_fn, self.buffer, self.agent)
+            self.learning_starts = cfg.mbpo.init_steps
+            self.updates_per_step = cfg.mbpo.updates_per_step
         self.collector = Collector(env, self.buffer, self.device, seed=cfg.seed)
         self.evaluator = Evaluator(
             cfg.env.name,
@@ -100,7 +106,7 @@ class Trainer:
                     self._model_phase()
                 with self.timer.phase("env"):
                     self.collector.step(self._explore)
-                if self.env_steps > cfg.algorithm.learning_starts:
+                if self.env_steps > self.learning_starts:
                     with self.timer.phase("sac"):
                         self._learn()
                 self._periodic(bar)
@@ -114,7 +120,7 @@ class Trainer:
     def _explore(self, obs: Tensor) -> Tensor:
         """Uniform random actions until ``learning_starts``, then the stochastic actor."""
         gen = self.gens["act"]
-        if self.env_steps < self.cfg.algorithm.learning_starts:
+        if self.env_steps < self.learning_starts:
             shape = (obs.shape[0], self.buffer.data["act"].shape[1])
             return torch.rand(shape, generator=gen, device=self.device) * 2.0 - 1.0
         return self.agent.act(obs, deterministic=False, generator=gen)
@@ -127,7 +133,7 @@ class Trainer:
 
     def _learn(self) -> None:
         gen, batch_size = self.gens["train"], self.cfg.agent.batch_size
-        for _ in range(self.cfg.algorithm.updates_per_step):
+        for _ in range(self.updates_per_step):
             if self.mbpo is not None:
                 batch = self.mbpo.batch(batch_size, gen)
             else:
@@ -160,6 +166,7 @@ class Trainer:
         metrics.update({f"buffer/{k}": v for k, v in self.buffer.metrics().items()})
         metrics.update(self.collector.metrics())
         metrics.update(self.timer.metrics())
+        metrics["process/rss_mb"] = rss_mb()
         self.logger.log(self.env_steps, metrics)
 
     # --- checkpoints ----------------------------------------------------------------------

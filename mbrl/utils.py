@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 from typing import Any
 
@@ -21,6 +22,18 @@ def set_threads(threads: int) -> None:
     256x128x128 matmul went from ~80 us to ~16 ms whenever another process kept a core busy."""
     if threads > 0:
         torch.set_num_threads(threads)
+
+
+def rss_mb() -> float:
+    """Resident memory of this process in MiB (Linux /proc; peak RSS elsewhere)."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as f:
+            pages = int(f.read().split()[1])
+        return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, AttributeError):
+        import resource
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def seed_everything(seed: int) -> None:

@@ -7,16 +7,26 @@ import json
 import os
 import subprocess
 
+# The default algorithm (MBPO + flow model), shrunk to seconds: model phases at 100 and 200.
 TINY = [
     "env=pendulum",
     "total_steps=300",
-    "algorithm.learning_starts=100",
     "eval.every=150",
     "eval.episodes=2",
     "logger.every=100",
     "agent.hidden_sizes=[32,32]",
     "agent.batch_size=32",
     "device=cpu",
+    "mbpo.init_steps=100",
+    "mbpo.model_train_freq=100",
+    "mbpo.updates_per_step=1",
+    "rollout.batch_size=100",
+    "model.max_epochs=2",
+    "model.members=3",
+    "model.elites=2",
+    "model.flow.hidden=[16]",
+    "model.flow.embed_hidden=[16]",
+    "model.flow.embed_dim=16",
 ]
 
 
@@ -53,7 +63,13 @@ def test_train_then_resume_from_the_command_line(train_cmd: list[str], tmp_path:
     with open(os.path.join(run_dir, "metrics.jsonl"), encoding="utf-8") as f:
         rows = [json.loads(line) for line in f]
     assert all("step" in r for r in rows) and rows[-1]["step"] == 300
-    assert {"eval/return_mean", "learner/q_loss", "buffer/current_have"} <= set().union(*rows)
+    keys = set().union(*rows)
+    assert {
+        "eval/return_mean",
+        "learner/q_loss",
+        "buffer/current_have",
+        "model/holdout_nll",
+    } <= keys
 
     proc = _run([*train_cmd, f"resume={run_dir}", "total_steps=450"], cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -22,9 +22,10 @@ class GaussianEnsemble(nn.Module):
         super().__init__()
         self.members, self.dim = members, dim
         self.net = EnsembleMLP(members, context_dim, hidden, 2 * dim, act=nn.SiLU)
-        # Learned soft bounds on the log-variance, shared by the members (PETS / MBPO).
-        self.max_logvar = nn.Parameter(torch.full((1, 1, dim), 0.5))
-        self.min_logvar = nn.Parameter(torch.full((1, 1, dim), -10.0))
+        # Learned soft bounds on the log-variance (PETS / MBPO), one pair per member so that
+        # each member is a model of its own (best-epoch snapshots are exact per member).
+        self.max_logvar = nn.Parameter(torch.full((members, 1, dim), 0.5))
+        self.min_logvar = nn.Parameter(torch.full((members, 1, dim), -10.0))
 
     def forward(self, context: Tensor, members: Tensor | None = None) -> GaussianDistribution:
         """context: [B, C] (shared) or [E', B, C]."""
@@ -32,8 +33,12 @@ class GaussianEnsemble(nn.Module):
             n = self.members if members is None else int(members.shape[0])
             context = context.expand(n, *context.shape)
         mean, raw = self.net(context, members).float().chunk(2, dim=-1)
-        logvar = self.max_logvar - nn.functional.softplus(self.max_logvar - raw)
-        logvar = self.min_logvar + nn.functional.softplus(logvar - self.min_logvar)
+        hi: Tensor = self.max_logvar
+        lo: Tensor = self.min_logvar
+        if members is not None:
+            hi, lo = hi[members], lo[members]
+        logvar = hi - nn.functional.softplus(hi - raw)
+        logvar = lo + nn.functional.softplus(logvar - lo)
         return GaussianDistribution(mean, logvar)
 
     def regularizer(self) -> Tensor:

@@ -20,6 +20,8 @@ from mbrl.models.dynamics import DynamicsModel
 class ModelTrainer:
     def __init__(self, model: DynamicsModel, cfg: ModelConfig, amp: str = "off") -> None:
         self.model, self.cfg = model, cfg
+        if any(p.shape[0] != cfg.members for p in model.density.parameters()):
+            raise ValueError("every density parameter needs a leading member dimension")
         self.opt = torch.optim.AdamW(
             model.density.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay
         )
@@ -107,12 +109,10 @@ class ModelTrainer:
 
     @torch.no_grad()
     def _keep_improved(self, snapshot: list[Tensor], improved: Tensor) -> None:
+        # Every parameter has a leading member dimension: copy the improved members only.
         for saved, p in zip(snapshot, self.model.density.parameters(), strict=True):
-            if p.shape[0] == improved.shape[0]:  # per-member parameter: copy improved members
-                mask = improved.view(-1, *([1] * (p.dim() - 1)))
-                saved.copy_(torch.where(mask, p, saved))
-            else:  # shared by all members (the Gaussian's log-variance bounds)
-                saved.copy_(p)
+            mask = improved.view(-1, *([1] * (p.dim() - 1)))
+            saved.copy_(torch.where(mask, p, saved))
 
     @torch.no_grad()
     def _restore(self, snapshot: list[Tensor]) -> None:

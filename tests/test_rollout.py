@@ -1,0 +1,112 @@
+"""Rollouts into the model pool: termination, non-finite rows, rewarder modes, no syncs."""
+
+from __future__ import annotations
+
+import torch
+
+from mbrl.agents import SAC
+from mbrl.buffer import ReplayBuffer, transition_fields
+from mbrl.config import Config, RewarderConfig, SACConfig
+from mbrl.envs import env_spec
+from mbrl.mbpo import pool_capacity, rollout_length
+from mbrl.models import DynamicsModel
+from mbrl.rewarder import Rewarder
+from mbrl.rollout import rollout
+
+from tests_support import tiny_model_config
+
+OBS, ACT = 11, 3  # Hopper's sizes, with its real termination function
+
+
+def _setup(capacity: int = 4000) -> tuple[DynamicsModel, SAC, ReplayBuffer]:
+    torch.manual_seed(0)
+    model = DynamicsModel(OBS, ACT, tiny_model_config(members=3, elites=2))
+    agent = SAC(OBS, ACT, SACConfig(hidden_sizes=[16]))
+    fields = {**transition_fields(OBS, ACT), "score": ((), torch.float32)}
+    return model, agent, ReplayBuffer(capacity, fields)
+
+
+def _start(n: int) -> torch.Tensor:
+    obs = torch.zeros(n, OBS)
+    obs[:, 0] = 1.25  # healthy height; half the rows start with the torso tilted too far
+    obs[n // 2 :, 1] = 50.0
+    return obs
+
+
+def test_rows_stop_at_termination_and_pool_gets_the_rest(host_reads: list[str]) -> None:
+    model, agent, pool = _setup()
+    term = env_spec("hopper").termination_fn
+    out = rollout(model, agent, term, _start(100), 4, pool, torch.Generator().manual_seed(0))
+    assert host_reads == []  # the whole rollout is sync-free
+    written = int(out["rollout/transitions"])
+    assert written == len(pool)
+    # Tilted rows terminate at their first step; some healthy rows may fall later.
+    assert 50 + 50 <= written <= 50 + 4 * 50
+    rows = pool.rows()
+    assert bool(rows["terminated"][rows["obs"][:, 1] == 50.0].all())
+    assert float(out["rollout/alive_at_end"]) <= 0.5
+
+
+def test_nonfinite_predictions_are_dropped() -> None:
+    model, agent, pool = _setup()
+    with torch.no_grad():
+        model.density.base.bias[model.elites[0]] = float("nan")  # one elite predicts NaN
+    never = env_spec("halfcheetah").termination_fn
+    out = rollout(model, agent, never, _start(60), 3, pool, torch.Generator().manual_seed(0))
+    assert int(out["rollout/nonfinite"]) > 0
+    assert int(out["rollout/transitions"]) == len(pool) < 60 * 3
+    rows = pool.rows()
+    assert all(bool(torch.isfinite(v.float()).all()) for v in rows.values())
+
+
+def test_rewarder_penalty_and_filter() -> None:
+    never = env_spec("halfcheetah").termination_fn
+    model, agent, pool = _setup()
+    rewarder = Rewarder(OBS, ACT, RewarderConfig(layers=1, hidden=[8]), torch.device("cpu"))
+    with torch.no_grad():  # make p1 != p2 so that scores are non-zero
+        for p in rewarder.flows.p1.parameters():
+            p.add_(torch.randn_like(p) * 0.5)
+    start = _start(50)
+    plain = rollout(model, agent, never, start, 1, pool, torch.Generator().manual_seed(0))
+    base = pool.rows()["rew"].clone()
+    pen = RewarderConfig(mode="penalty", penalty=2.0)
+    _, _, pool2 = _setup()
+    rollout(model, agent, never, start, 1, pool2, torch.Generator().manual_seed(0), rewarder, pen)
+    rows = pool2.rows()
+    torch.testing.assert_close(rows["rew"], base - 2.0 * rows["score"])
+    assert rows["score"].abs().sum() > 0
+    threshold = float(rows["score"].median())
+    _, _, pool3 = _setup()
+    filt = RewarderConfig(mode="filter", threshold=threshold)
+    out = rollout(
+        model, agent, never, start, 1, pool3, torch.Generator().manual_seed(0), rewarder, filt
+    )
+    kept = pool3.rows()["score"]
+    assert bool((kept <= threshold).all()) and 0 < len(pool3) < int(plain["rollout/transitions"])
+    assert int(out["rollout/filtered"]) == 50 - len(pool3)
+
+
+def test_pool_is_allocated_once_for_the_longest_rollouts() -> None:
+    cfg = Config()
+    cfg.rollout.batch_size, cfg.rollout.max_length, cfg.rollout.retain_epochs = 100, 15, 2
+    cfg.mbpo.epoch_length, cfg.mbpo.model_train_freq = 1000, 250
+    assert pool_capacity(cfg) == 2 * 4 * 100 * 15
+    model, agent, pool = _setup(capacity=300)
+    ptrs = {k: v.data_ptr() for k, v in pool.data.items()}
+    never = env_spec("halfcheetah").termination_fn
+    for length in (1, 3, 5):  # growing rollouts wrap the ring, never reallocate it
+        rollout(
+            model, agent, never, _start(40), length, pool, torch.Generator().manual_seed(length)
+        )
+    assert {k: v.data_ptr() for k, v in pool.data.items()} == ptrs and len(pool) == 300
+
+
+def test_rollout_length_schedule_as_mbpo() -> None:
+    cfg = Config()
+    cfg.rollout.min_epoch, cfg.rollout.max_epoch = 20, 100
+    cfg.rollout.min_length, cfg.rollout.max_length = 1, 25
+    lengths = [rollout_length(epoch * 1000, cfg) for epoch in (0, 20, 60, 100, 300)]
+    assert lengths == [1, 1, 13, 25, 25]
+    cfg.rollout.min_epoch = cfg.rollout.max_epoch = 0
+    cfg.rollout.min_length = cfg.rollout.max_length = 5
+    assert rollout_length(0, cfg) == rollout_length(10**6, cfg) == 5
