@@ -81,6 +81,12 @@ def test_train_then_resume_from_the_command_line(train_cmd: list[str], tmp_path:
     assert "total_steps: 450" in text and "name: pendulum" in text
     assert os.path.isfile(os.path.join(run_dir, ".hydra", "overrides.yaml"))  # the original's
 
+    # The same run's data, both model kinds, one holdout split.
+    compare = train_cmd[-1].replace("train.py", "compare_models.py")
+    proc = _run([train_cmd[0], compare, run_dir, "--max-epochs", "1"], cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "flow" in proc.stdout and "gaussian" in proc.stdout and "holdout NLL" in proc.stdout
+
     # Continuing as another env is refused; a corrupt checkpoint is refused and changes nothing.
     proc = _run([*train_cmd, f"resume={run_dir}", "env=hopper"], cwd=str(tmp_path))
     assert proc.returncode != 0 and "cannot continue as env=hopper" in proc.stderr

@@ -39,6 +39,13 @@ def test_defaults_are_valid() -> None:
         ({"agent__hidden_sizes": []}, "agent.hidden_sizes"),
         ({"buffer__capacity": 0}, "buffer.capacity=0"),
         ({"resume": "/nonexistent/run"}, "no checkpoint at /nonexistent/run/ckpt/last.pt"),
+        ({"model__name": "maf"}, "model='maf' is not allowed; choose one of: flow, gaussian"),
+        ({"model__elites": 9}, "model.elites=9 is not allowed; it must be <= model.members=7"),
+        ({"rollout__max_length": -1}, "rollout.max_length=-1"),
+        ({"rollout__min_length": 5, "rollout__max_length": 2}, "need min_epoch <= max_epoch"),
+        ({"mbpo__real_ratio": 1.5}, "mbpo.real_ratio=1.5"),
+        ({"rewarder__mode": "bonus"}, "rewarder.mode='bonus' is not allowed; choose one of: none"),
+        ({"model__flow__transform": "maf"}, "model.flow.transform='maf'"),
     ],
 )
 def test_bad_values_name_value_and_choices(overrides: dict[str, object], message: str) -> None:

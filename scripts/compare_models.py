@@ -1,0 +1,73 @@
+"""Fit the flow and the Gaussian ensemble on the same real data and compare holdout NLL.
+
+    python scripts/compare_models.py runs/hopper/2026-11-21_10-00-00 [--max-epochs 200]
+
+The data are the real transitions in the run's ``ckpt/last.pt``; both models get the run's
+model settings, the same holdout split (same seed, same rows) and the same epoch cap, so the
+holdout NLLs (normalised target space, nats per transition, mean over elites) compare
+directly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+import torch
+from omegaconf import OmegaConf
+
+from mbrl.checkpoint import load
+from mbrl.config import validate
+from mbrl.models import DynamicsModel, ModelTrainer
+from mbrl.utils import set_threads
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("run_dir")
+    parser.add_argument(
+        "--max-epochs", type=int, default=None, help="cap per fit (default: the run's)"
+    )
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", default=None, help="also write the results here")
+    args = parser.parse_args()
+    cfg = validate(OmegaConf.load(os.path.join(args.run_dir, "config.yaml")))  # type: ignore[arg-type]
+    set_threads(cfg.threads)
+    state = load(os.path.join(args.run_dir, "ckpt", "last.pt"), env_name=cfg.env.name)
+    data = state["buffers"]["real"]["data"]
+    obs_dim, act_dim = data["obs"].shape[1], data["act"].shape[1]
+    print(f"{cfg.env.name}: {data['obs'].shape[0]} real transitions from {args.run_dir}")
+    results = {}
+    for name in ("flow", "gaussian"):
+        mcfg = cfg.model
+        mcfg.name = name
+        if args.max_epochs is not None:
+            mcfg.max_epochs = args.max_epochs
+        torch.manual_seed(args.seed)
+        model = DynamicsModel(obs_dim, act_dim, mcfg)
+        t0 = time.perf_counter()
+        out = ModelTrainer(model, mcfg).fit(
+            data["obs"],
+            data["act"],
+            data["next_obs"],
+            data["rew"],
+            torch.Generator().manual_seed(args.seed),
+        )
+        results[name] = {k: float(v) for k, v in out.items()} | {
+            "seconds": time.perf_counter() - t0
+        }
+    print(f"{'model':<10}{'holdout NLL':>14}{'holdout MSE':>14}{'epochs':>8}{'seconds':>10}")
+    for name, r in results.items():
+        print(
+            f"{name:<10}{r['model/holdout_nll']:>14.3f}{r['model/holdout_mse']:>14.5f}"
+            f"{int(r['model/epochs']):>8}{r['seconds']:>10.1f}"
+        )
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(results, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
