@@ -48,37 +48,34 @@ def _cumulative(logits: Tensor, min_size: float, bound: float) -> Tensor:
     return cum
 
 
-def _knots(w: Tensor, h: Tensor, d: Tensor, bound: float) -> tuple[Tensor, ...]:
-    """Cumulative widths/heights [..., K+1], widths/heights [..., K], derivatives [..., K+1]."""
+def _knots(w: Tensor, h: Tensor, d: Tensor, bound: float) -> tuple[Tensor, Tensor, Tensor]:
+    """Cumulative widths and heights [..., K+1] and knot derivatives [..., K+1]."""
     cumw = _cumulative(w, DEFAULT_MIN_BIN_WIDTH, bound)
     cumh = _cumulative(h, DEFAULT_MIN_BIN_HEIGHT, bound)
-    derivs = DEFAULT_MIN_DERIVATIVE + F.softplus(d)
-    return cumw, cumw.diff(dim=-1), cumh, cumh.diff(dim=-1), derivs
+    return cumw, cumh, DEFAULT_MIN_DERIVATIVE + F.softplus(d)
 
 
-def _gather(t: Tensor, idx: Tensor) -> Tensor:
-    return t.gather(-1, idx)[..., 0]
+def _bin_of(
+    v: Tensor, w: Tensor, h: Tensor, d: Tensor, bound: float, inverse: bool
+) -> tuple[Tensor, ...]:
+    """For each value, its bin's (x0, width, y0, height, slope, d0, d1); the bin is found
+    among the input knots, or among the output knots when ``inverse``."""
+    cumw, cumh, derivs = _knots(w, h, d, bound)
+    knots = (cumh if inverse else cumw).clone()
+    knots[..., -1] += 1e-6  # nflows' searchsorted: the last knot gets an epsilon
+    idx = (torch.sum(v[..., None] >= knots, dim=-1) - 1)[..., None]
 
+    def at(t: Tensor) -> Tensor:
+        return t.gather(-1, idx)[..., 0]
 
-def _bin(cum: Tensor, x: Tensor) -> Tensor:
-    # nflows' searchsorted: count of knots <= x, minus one (its last knot gets an epsilon).
-    knots = cum.clone()
-    knots[..., -1] += 1e-6
-    return (torch.sum(x[..., None] >= knots, dim=-1) - 1)[..., None]
+    x0, bw = at(cumw), at(cumw.diff(dim=-1))
+    y0, bh = at(cumh), at(cumh.diff(dim=-1))
+    return x0, bw, y0, bh, bh / bw, at(derivs), at(derivs[..., 1:])
 
 
 def rq_forward(x: Tensor, w: Tensor, h: Tensor, d: Tensor, bound: float) -> tuple[Tensor, Tensor]:
     """Spline on x in [-B, B] (d already padded to K+1): (y, log|dy/dx|), sync-free."""
-    cumw, widths, cumh, heights, derivs = _knots(w, h, d, bound)
-    idx = _bin(cumw, x)
-    x0, bw, y0, bh = (
-        _gather(cumw, idx),
-        _gather(widths, idx),
-        _gather(cumh, idx),
-        _gather(heights, idx),
-    )
-    delta = bh / bw
-    d0, d1 = _gather(derivs, idx), _gather(derivs[..., 1:], idx)
+    x0, bw, y0, bh, delta, d0, d1 = _bin_of(x, w, h, d, bound, inverse=False)
     theta = (x - x0) / bw
     t1t = theta * (1 - theta)
     denom = delta + (d0 + d1 - 2 * delta) * t1t
@@ -89,16 +86,7 @@ def rq_forward(x: Tensor, w: Tensor, h: Tensor, d: Tensor, bound: float) -> tupl
 
 def rq_inverse(y: Tensor, w: Tensor, h: Tensor, d: Tensor, bound: float) -> tuple[Tensor, Tensor]:
     """Inverse spline on y in [-B, B]: (x, log|dx/dy|), sync-free, discriminant clamped >= 0."""
-    cumw, widths, cumh, heights, derivs = _knots(w, h, d, bound)
-    idx = _bin(cumh, y)
-    x0, bw, y0, bh = (
-        _gather(cumw, idx),
-        _gather(widths, idx),
-        _gather(cumh, idx),
-        _gather(heights, idx),
-    )
-    delta = bh / bw
-    d0, d1 = _gather(derivs, idx), _gather(derivs[..., 1:], idx)
+    x0, bw, y0, bh, delta, d0, d1 = _bin_of(y, w, h, d, bound, inverse=True)
     dy = y - y0
     s = d0 + d1 - 2 * delta
     a = dy * s + bh * (delta - d0)
@@ -106,11 +94,10 @@ def rq_inverse(y: Tensor, w: Tensor, h: Tensor, d: Tensor, bound: float) -> tupl
     c = -delta * dy
     disc = (b.square() - 4 * a * c).clamp_min(0.0)
     root = (2 * c) / (-b - torch.sqrt(disc))
-    x = root * bw + x0
     t1t = root * (1 - root)
     denom = delta + s * t1t
     num = delta.square() * (d1 * root.square() + 2 * delta * t1t + d0 * (1 - root).square())
-    return x, -(torch.log(num) - 2 * torch.log(denom))
+    return root * bw + x0, -(torch.log(num) - 2 * torch.log(denom))
 
 
 def rq_spline(
