@@ -38,7 +38,8 @@ def _comparable(rows: list[dict[str, float]]) -> list[dict[str, float]]:
     # Wall-clock quantities differ between any two runs; everything else must not.
     skip = ("time", "collector/avg_envstep_per_sec")
     return [
-        {k: v for k, v in r.items() if k not in skip and not k.startswith("time/")} for r in rows
+        {k: v for k, v in r.items() if k not in skip and not k.startswith(("time/", "process/"))}
+        for r in rows
     ]
 
 
