@@ -90,7 +90,7 @@ class ModelConfig:
     patience: int = 5  # epochs without a >improvement relative gain on any member
     improvement: float = 0.01
     max_epochs: int | None = None  # cap per fit (None: early stopping alone)
-    max_seconds: float | None = None  # wall-clock cap per fit
+    max_seconds: float | None = None  # wall-clock cap per fit (makes runs machine-dependent)
 
 
 @dataclass
