@@ -192,3 +192,15 @@ def test_fits_a_bimodal_conditional_density() -> None:
         opt.step()
     # Best Gaussian for y given c: N(0, c^2 + 0.05^2), NLL ~ 0.5 log(2 pi e c^2) ~ 1.42 for c ~ 1.
     assert loss.item() < 0.5
+
+
+def test_flows_package_does_not_import_mbrl() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, flows, flows.coupled, flows.splines; "
+        "print(any(m.startswith('mbrl') for m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
