@@ -45,15 +45,7 @@ class Trainer:
         capacity = min(cfg.buffer.capacity, cfg.total_steps)
         self.buffer = ReplayBuffer(capacity, transition_fields(obs_dim, act_dim), self.device)
         self.agent = SAC(obs_dim, act_dim, cfg.agent, self.device, cfg.amp)
-        self.mbpo: MBPO | None = None
-        # Random exploration, then updates: algorithm.* for SAC, mbpo.* for MBPO.
-        self.learning_starts = cfg.algorithm.learning_starts
-        self.updates_per_step = cfg.algorithm.updates_per_step
-        if cfg.algorithm.name == "mbpo":
-            term_fn = env_spec(cfg.env.name).termination_fn
-            self.mbpo = MBPO(obs_dim, act_dim, cfg, self.device, term_fn, self.buffer, self.agent)
-            self.learning_starts = cfg.mbpo.init_steps
-            self.updates_per_step = cfg.mbpo.updates_per_step
+        self.mbpo = self._build_mbpo(obs_dim, act_dim)
         self.collector = Collector(env, self.buffer, self.device, seed=cfg.seed)
         self.evaluator = Evaluator(
             cfg.env.name,
@@ -82,6 +74,18 @@ class Trainer:
         self.ckpt = checkpoint.CheckpointManager(
             run_dir, cfg.checkpoint.snapshots, cfg.checkpoint.buffer_in_snapshots
         )
+
+    def _build_mbpo(self, obs_dim: int, act_dim: int) -> MBPO | None:
+        """The model-based half for algorithm=mbpo; sets when and how often SAC updates."""
+        cfg = self.cfg
+        if cfg.algorithm.name != "mbpo":
+            self.learning_starts = cfg.algorithm.learning_starts
+            self.updates_per_step = cfg.algorithm.updates_per_step
+            return None
+        self.learning_starts = cfg.mbpo.init_steps
+        self.updates_per_step = cfg.mbpo.updates_per_step
+        term_fn = env_spec(cfg.env.name).termination_fn
+        return MBPO(obs_dim, act_dim, cfg, self.device, term_fn, self.buffer, self.agent)
 
     @property
     def env_steps(self) -> int:
