@@ -65,7 +65,15 @@ def test_update_trains_all_nets_and_lerps_target() -> None:
     sac = _sac()
     before = copy.deepcopy(sac.state_dict())
     metrics = sac.update(_batch(), torch.Generator().manual_seed(0))
-    assert set(metrics) == {"q_loss", "actor_loss", "alpha_loss", "alpha", "q_mean", "entropy"}
+    assert set(metrics) == {
+        "q_loss",
+        "actor_loss",
+        "alpha_loss",
+        "alpha",
+        "q_mean",
+        "entropy",
+        "nonfinite_steps",
+    }
     assert all(isinstance(v, torch.Tensor) and not v.requires_grad for v in metrics.values())
     for name in ("actor", "critic"):
         for key, old in before[name].items():
@@ -164,3 +172,21 @@ def test_sac_solves_a_one_step_bandit() -> None:
 def test_mlp_layers_are_plain_linear() -> None:
     sac = _sac()
     assert isinstance(sac.actor.net[0], nn.Linear)
+
+
+def test_nonfinite_batch_is_contained(host_reads: list[str]) -> None:
+    sac = _sac()
+    bad = _batch()
+    bad["rew"][3] = float("nan")
+    before = copy.deepcopy(sac.critic.state_dict())
+    metrics = sac.update(bad, torch.Generator().manual_seed(0))
+    assert host_reads == []
+    assert int(metrics["nonfinite_steps"]) >= 1
+    for key, value in sac.critic.state_dict().items():
+        assert torch.isfinite(value).all(), key
+        torch.testing.assert_close(value, before[key])  # zero grads at Adam's first step
+    for group in sac.critic_opt.param_groups:
+        for p in group["params"]:
+            assert torch.isfinite(sac.critic_opt.state[p]["exp_avg_sq"]).all()
+    sac.update(_batch(1), torch.Generator().manual_seed(0))  # training goes on
+    assert all(torch.isfinite(p).all() for p in sac.critic.parameters())

@@ -84,6 +84,7 @@ class SAC:
         self.amp_dtype = {"off": None, "bf16": torch.bfloat16, "fp16": torch.float16}[amp]
         # fp16 gradients underflow without loss scaling; bf16 has fp32's exponent range.
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=amp == "fp16")
+        self.nonfinite_steps = torch.zeros((), dtype=torch.long, device=self.device)
         self._online: list[Tensor] = list(self.critic.parameters())
         self._target: list[Tensor] = list(self.critic_target.parameters())
 
@@ -120,6 +121,7 @@ class SAC:
             "alpha": alpha,
             "q_mean": q.detach().mean(),
             "entropy": -log_prob.mean(),
+            "nonfinite_steps": self.nonfinite_steps,
         }
 
     def _critic_step(
@@ -158,6 +160,14 @@ class SAC:
     def _step(self, opt: torch.optim.Optimizer, loss: Tensor) -> None:
         opt.zero_grad(set_to_none=True)
         self.scaler.scale(loss).backward()
+        # A non-finite loss must not reach the weights or Adam's moments: its gradients are
+        # replaced by zeros on the device (no host sync to decide whether to skip) and counted.
+        bad = ~torch.isfinite(loss.detach())
+        self.nonfinite_steps += bad.long()
+        for group in opt.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.grad.copy_(torch.where(bad, torch.zeros_like(p.grad), p.grad))
         self.scaler.step(opt)
 
     def state_dict(self) -> dict[str, Any]:
