@@ -325,3 +325,11 @@ def validate(cfg: DictConfig | dict[str, Any]) -> Config:
 
 def to_yaml(c: Config) -> str:
     return OmegaConf.to_yaml(OmegaConf.structured(c))
+
+
+def load_config(path: str) -> Config:
+    """A run's saved ``config.yaml``, validated."""
+    raw = OmegaConf.load(path)
+    if not isinstance(raw, DictConfig):
+        raise ConfigError(f"{path} does not hold a config mapping")
+    return validate(raw)

@@ -16,10 +16,9 @@ import os
 import time
 
 import torch
-from omegaconf import OmegaConf
 
 from mbrl.checkpoint import load
-from mbrl.config import validate
+from mbrl.config import load_config
 from mbrl.models import DynamicsModel, ModelTrainer
 from mbrl.utils import set_threads
 
@@ -33,7 +32,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default=None, help="also write the results here")
     args = parser.parse_args()
-    cfg = validate(OmegaConf.load(os.path.join(args.run_dir, "config.yaml")))  # type: ignore[arg-type]
+    cfg = load_config(os.path.join(args.run_dir, "config.yaml"))
     set_threads(cfg.threads)
     state = load(os.path.join(args.run_dir, "ckpt", "last.pt"), env_name=cfg.env.name)
     data = state["buffers"]["real"]["data"]

@@ -15,7 +15,9 @@ from gymnasium.wrappers import RescaleAction, TimeLimit
 from mbrl.envs.registry import env_spec
 
 
-def make_env(name: str, max_episode_steps: int | None = None) -> gym.Env:
+def make_env(
+    name: str, max_episode_steps: int | None = None, render_mode: str | None = None
+) -> gym.Env:
     """A single gymnasium env whose actions are rescaled to [-1, 1].
 
     The agent always acts in [-1, 1]: the buffers, the dynamics model and SAC never see an
@@ -25,6 +27,8 @@ def make_env(name: str, max_episode_steps: int | None = None) -> gym.Env:
     kwargs: dict[str, Any] = dict(spec.kwargs)
     if max_episode_steps is not None:
         kwargs["max_episode_steps"] = max_episode_steps
+    if render_mode is not None:
+        kwargs["render_mode"] = render_mode
     env = gym.make(spec.gym_id, **kwargs)
     if not isinstance(env.action_space, gym.spaces.Box):
         raise TypeError(f"env {name!r} has a non-Box action space {env.action_space}")

@@ -1,0 +1,126 @@
+"""Evaluate a trained run: load a checkpoint, run deterministic episodes, optionally film one.
+
+Used by ``scripts/evaluate.py``; every failure is a :class:`EvaluateError` with a message that
+names the file and what is wrong.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+import torch
+
+from mbrl.agents import SAC
+from mbrl.checkpoint import CheckpointError, load
+from mbrl.config import Config, ConfigError, load_config
+from mbrl.envs import env_dims, make_env
+from mbrl.evaluator import Evaluator
+from mbrl.utils import resolve_device, set_threads
+
+
+class EvaluateError(RuntimeError):
+    """The run folder, checkpoint or video request cannot be used."""
+
+
+def checkpoint_path(run_dir: str, which: str) -> str:
+    """``best`` | ``last`` | ``N`` (env steps of an ``iteration_N.pt`` snapshot)."""
+    ckpt = os.path.join(run_dir, "ckpt")
+    names = {"best": "ckpt_best.pt", "last": "last.pt"}
+    if which in names:
+        return os.path.join(ckpt, names[which])
+    if which.isdigit():
+        return os.path.join(ckpt, f"iteration_{which}.pt")
+    raise EvaluateError(f"--ckpt {which!r} is not allowed; use best, last or an env-step count N")
+
+
+def load_run(run_dir: str, which: str) -> tuple[Config, dict[str, Any]]:
+    """The run's config and the chosen checkpoint, checked against each other."""
+    cfg_path = os.path.join(run_dir, "config.yaml")
+    if not os.path.isfile(cfg_path):
+        raise EvaluateError(f"{run_dir!r} is not a FlowMBPO run folder: no config.yaml")
+    try:
+        cfg = load_config(cfg_path)
+    except ConfigError as err:
+        raise EvaluateError(f"{cfg_path}: {err}") from None
+    path = checkpoint_path(run_dir, which)
+    if not os.path.isfile(path):
+        have = (
+            sorted(os.listdir(os.path.dirname(path)))
+            if os.path.isdir(os.path.dirname(path))
+            else []
+        )
+        raise EvaluateError(
+            f"checkpoint {path!r} does not exist; the run has: {', '.join(have) or 'none'}"
+        )
+    try:
+        state = load(path, env_name=cfg.env.name)
+    except CheckpointError as err:
+        raise EvaluateError(str(err)) from None
+    return cfg, state
+
+
+def build_actor(cfg: Config, state: dict[str, Any], device: torch.device) -> SAC:
+    env = make_env(cfg.env.name, cfg.env.max_episode_steps)
+    obs_dim, act_dim = env_dims(env)
+    env.close()
+    agent = SAC(obs_dim, act_dim, cfg.agent, device)
+    agent.actor.load_state_dict(state["agent"]["actor"])
+    return agent
+
+
+def evaluate(run_dir: str, which: str, episodes: int, seed: int) -> dict[str, float]:
+    """Deterministic episodes with the checkpoint's actor; returns ``eval/*`` numbers."""
+    if episodes < 1:
+        raise EvaluateError(f"--episodes {episodes} is not allowed; it must be >= 1")
+    cfg, state = load_run(run_dir, which)
+    set_threads(cfg.threads)
+    device = resolve_device("cpu" if not torch.cuda.is_available() else cfg.device)
+    agent = build_actor(cfg, state, device)
+    evaluator = Evaluator(cfg.env.name, episodes, seed, device, cfg.env.max_episode_steps)
+    try:
+        result = evaluator.run(lambda obs: agent.act(obs, deterministic=True, generator=None))
+    finally:
+        evaluator.close()
+    return {**result, "step": float(state["step"])}
+
+
+def record_video(run_dir: str, which: str, path: str, seed: int, fps: int = 30) -> int:
+    """Film one deterministic episode to ``path`` (.gif, or .mp4 with imageio-ffmpeg)."""
+    os.environ.setdefault("MUJOCO_GL", "egl")  # headless MuJoCo; osmesa also works if installed
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # classic-control envs draw with pygame
+    cfg, state = load_run(run_dir, which)
+    agent = build_actor(cfg, state, torch.device("cpu"))
+    try:
+        env = make_env(cfg.env.name, cfg.env.max_episode_steps, render_mode="rgb_array")
+        obs, _ = env.reset(seed=seed)
+        frames = [env.render()]
+    except Exception as err:  # missing GL / pygame shows up here, with many exception types
+        raise EvaluateError(
+            f"cannot render {cfg.env.name!r} headless ({type(err).__name__}: {err}); install the "
+            "'video' extra and an OpenGL backend (MUJOCO_GL=egl needs libEGL, osmesa needs "
+            "libosmesa6)"
+        ) from None
+    done = False
+    while not done:
+        act = agent.act(torch.as_tensor(obs, dtype=torch.float32)[None], True, None)
+        obs, _, term, trunc, _ = env.step(act[0].numpy())
+        frames.append(env.render())
+        done = bool(term or trunc)
+    env.close()
+    _write_frames(path, [np.asarray(f) for f in frames], fps)
+    return len(frames)
+
+
+def _write_frames(path: str, frames: list[np.ndarray], fps: int) -> None:
+    import imageio.v2 as imageio
+
+    video = np.stack(frames)  # [T, H, W, 3] uint8
+    try:
+        if path.endswith(".gif"):
+            imageio.mimsave(path, list(video), duration=1000 / fps, loop=0)
+        else:
+            imageio.mimsave(path, list(video), fps=fps)
+    except Exception as err:  # e.g. .mp4 without imageio-ffmpeg
+        raise EvaluateError(f"cannot write {path!r}: {err}; try a .gif path") from None
