@@ -6,6 +6,7 @@ callback (``on_run_start``) instead: a bad value exits with a clear message and 
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 import time
@@ -29,6 +30,10 @@ def register_resolvers() -> None:
         OmegaConf.register_new_resolver(
             "run_dir", lambda resume, default: default if resume is None else str(resume)
         )
+    if not OmegaConf.has_resolver("short_dirname"):
+        # Multirun job folders are named after their overrides; long override lists would
+        # exceed the file-name limit, so they are cut and made unique with a hash.
+        OmegaConf.register_new_resolver("short_dirname", short_dirname)
     if not OmegaConf.has_resolver("hydra_subdir"):
         # Keep the original .hydra/ of a resumed run; the resume's own goes beside it.
         OmegaConf.register_new_resolver(
@@ -37,6 +42,15 @@ def register_resolvers() -> None:
                 ".hydra" if resume is None else f".hydra/resume_{time.strftime('%Y%m%d_%H%M%S')}"
             ),
         )
+
+
+def short_dirname(name: str, limit: int = 120) -> str:
+    """``name`` if it is short enough for a folder name, else a prefix plus a short hash."""
+    name = name.replace("/", "_")
+    if len(name) <= limit:
+        return name
+    digest = hashlib.sha1(name.encode()).hexdigest()[:8]
+    return f"{name[: limit - 9]}~{digest}"
 
 
 def _override_key(override: str) -> str:

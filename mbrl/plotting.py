@@ -1,0 +1,199 @@
+"""Learning curves and time-per-phase bars from run folders (``scripts/plot.py``).
+
+Runs are grouped into *settings* by the config values that differ between them (the seed
+aside), so a hydra multirun over ``rollout.max_length=1,5 seed=0,1,2`` gives two settings of
+three seeds each.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from omegaconf import OmegaConf
+
+IGNORED = ("seed", "resume", "logger.", "checkpoint.", "eval.", "threads", "device")
+
+
+@dataclass
+class Run:
+    path: str
+    config: dict[str, object]
+    rows: list[dict[str, float]]
+
+    def curve(self, metric: str) -> tuple[np.ndarray, np.ndarray]:
+        pts = [(r["step"], r[metric]) for r in self.rows if r.get(metric) is not None]
+        arr = np.array(pts, dtype=float).reshape(-1, 2)
+        return arr[:, 0], arr[:, 1]
+
+    def phase_seconds(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for r in self.rows:
+            for k, v in r.items():
+                if k.startswith("time/") and k != "time/wall" and v is not None:
+                    out[k[5:]] = out.get(k[5:], 0.0) + float(v)
+        return out
+
+
+@dataclass
+class Setting:
+    label: str
+    runs: list[Run] = field(default_factory=list)
+
+
+def find_runs(paths: list[str]) -> list[Run]:
+    """Every folder under ``paths`` holding a metrics.jsonl (a run, or a sweep of runs)."""
+    found: list[str] = []
+    for path in paths:
+        if not os.path.isdir(path):
+            raise FileNotFoundError(f"{path!r} is not a folder")
+        for root, _, files in os.walk(path):
+            if "metrics.jsonl" in files:
+                found.append(root)
+    if not found:
+        raise FileNotFoundError(f"no run folder (with metrics.jsonl) under {', '.join(paths)}")
+    return [_load(p) for p in sorted(found)]
+
+
+def _load(path: str) -> Run:
+    with open(os.path.join(path, "metrics.jsonl"), encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    cfg_path = os.path.join(path, "config.yaml")
+    config: dict[str, object] = {}
+    if os.path.isfile(cfg_path):
+        container = OmegaConf.to_container(OmegaConf.load(cfg_path), resolve=True)
+        config = _flatten(dict(container) if isinstance(container, dict) else {})
+    return Run(path, config, rows)
+
+
+def _flatten(d: dict[Any, Any], prefix: str = "") -> dict[str, object]:
+    out: dict[str, object] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(_flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def group(runs: list[Run], by: list[str] | None = None) -> list[Setting]:
+    """Settings keyed by the config values that vary across runs (seeds pooled), or by the
+    given keys ``by`` only."""
+    keys = sorted({k for r in runs for k in r.config})
+    varying = by or [
+        k
+        for k in keys
+        if not k.startswith(IGNORED) and len({json.dumps(r.config.get(k)) for r in runs}) > 1
+    ]
+    settings: dict[str, Setting] = {}
+    for run in runs:
+        parts = [f"{k}={run.config.get(k)}" for k in varying]
+        label = ",".join(parts) or str(run.config.get("env.name", os.path.basename(run.path)))
+        settings.setdefault(label, Setting(label)).runs.append(run)
+    return list(settings.values())
+
+
+def summary(
+    settings: list[Setting], metric: str = "eval/return_mean"
+) -> list[dict[str, float | str]]:
+    """Per setting: seeds, final value mean and std across seeds, normalised AUC."""
+    rows: list[dict[str, float | str]] = []
+    for s in settings:
+        finals, aucs = [], []
+        for run in s.runs:
+            steps, values = run.curve(metric)
+            if len(values) == 0:
+                continue
+            finals.append(values[-1])
+            span = steps[-1] - steps[0]
+            aucs.append(float(np.trapezoid(values, steps) / span) if span > 0 else float(values[0]))
+        if finals:
+            rows.append(
+                {
+                    "setting": s.label,
+                    "seeds": len(finals),
+                    "final_mean": float(np.mean(finals)),
+                    "final_std": float(np.std(finals)),
+                    "auc": float(np.mean(aucs)),
+                }
+            )
+    return rows
+
+
+def format_table(rows: list[dict[str, float | str]]) -> str:
+    width = max([len("setting"), *(len(str(r["setting"])) for r in rows)])
+    lines = [f"{'setting':<{width}}  seeds  final return (mean ± std)      AUC"]
+    for r in rows:
+        lines.append(
+            f"{r['setting']!s:<{width}}  {r['seeds']:>5}  {r['final_mean']:>12.1f} ± "
+            f"{r['final_std']:<10.1f}  {r['auc']:>9.1f}"
+        )
+    return "\n".join(lines)
+
+
+def plot_curves(settings: list[Setting], out: str, metric: str = "eval/return_mean") -> list[str]:
+    """Mean and a ±std band over seeds per setting; writes ``out`` as PNG and SVG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for s in settings:
+        curves = [run.curve(metric) for run in s.runs]
+        curves = [c for c in curves if len(c[0])]
+        if not curves:
+            continue
+        grid = np.unique(np.concatenate([c[0] for c in curves]))
+        ys = np.stack([np.interp(grid, st, v) for st, v in curves])
+        mean, std = ys.mean(0), ys.std(0)
+        (line,) = ax.plot(grid, mean, label=f"{s.label} ({len(curves)} seeds)")
+        ax.fill_between(grid, mean - std, mean + std, alpha=0.2, color=line.get_color())
+    ax.set_xlabel("env steps")
+    ax.set_ylabel(metric)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return _save(fig, out)
+
+
+def plot_phases(settings: list[Setting], out: str) -> list[str]:
+    """Stacked bars: seconds per phase (``time/*``), mean over the runs of each setting."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    per = [
+        {
+            k: float(np.mean([r.phase_seconds().get(k, 0.0) for r in s.runs]))
+            for k in {k for r in s.runs for k in r.phase_seconds()}
+        }
+        for s in settings
+    ]
+    phases = sorted({k for p in per for k in p}, key=lambda k: -sum(p.get(k, 0.0) for p in per))
+    fig, ax = plt.subplots(figsize=(7, 0.6 * len(settings) + 2.6))
+    left = np.zeros(len(settings))
+    for phase in phases:
+        widths = np.array([p.get(phase, 0.0) for p in per])
+        ax.barh([s.label for s in settings], widths, left=left, label=phase)
+        left += widths
+    ax.set_xlabel("seconds (sum of time/* over the run)")
+    ax.legend(fontsize=8, ncol=5, loc="upper center", bbox_to_anchor=(0.5, -0.28))
+    fig.tight_layout()
+    return _save(fig, out)
+
+
+def _save(fig: object, out: str) -> list[str]:
+    base, _ = os.path.splitext(out)
+    paths = [f"{base}.png", f"{base}.svg"]
+    for p in paths:
+        fig.savefig(p, dpi=120)  # type: ignore[attr-defined]
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)  # type: ignore[arg-type]
+    return paths

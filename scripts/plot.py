@@ -1,0 +1,50 @@
+"""Learning curves, a summary table and time-per-phase bars for runs and sweeps.
+
+    python scripts/plot.py RUN_OR_SWEEP_DIR... [--out fig.png] [--metric eval/return_mean]
+
+Runs are grouped by the config values that differ between them; seeds are pooled into a
+mean curve with a ±std band. Writes OUT (.png and .svg) and OUT_phases (.png and .svg), and
+prints setting -> final return mean ± std across seeds, and the AUC (the curve's mean height).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from mbrl.plotting import find_runs, format_table, group, plot_curves, plot_phases, summary
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("paths", nargs="+")
+    parser.add_argument(
+        "--out", default=None, help="figure path (default: <first path>/curves.png)"
+    )
+    parser.add_argument("--metric", default="eval/return_mean")
+    parser.add_argument(
+        "--by",
+        default=None,
+        help="group by these config keys only, comma-separated (default: every key that "
+        "differs between the runs, seed aside)",
+    )
+    args = parser.parse_args()
+    try:
+        runs = find_runs(args.paths)
+    except FileNotFoundError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    settings = group(runs, args.by.split(",") if args.by else None)
+    print(f"{len(runs)} runs, {len(settings)} settings")
+    print(format_table(summary(settings, args.metric)))
+    out = args.out or os.path.join(args.paths[0], "curves.png")
+    written = plot_curves(settings, out, args.metric)
+    base, ext = os.path.splitext(out)
+    written += plot_phases(settings, f"{base}_phases{ext or '.png'}")
+    print("wrote " + ", ".join(written))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,47 @@
+"""A 2 x 2 hydra multirun (rollout length x seed) -> four runs -> plot.py figure and table."""
+
+from __future__ import annotations
+
+import glob
+import os
+import subprocess
+import sys
+
+from test_cli import TINY
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_multirun_sweep_then_plot(train_cmd: list[str], tmp_path: str) -> None:
+    sweep = os.path.join(tmp_path, "sweep")
+    args = [a for a in TINY if not a.startswith("total_steps")] + [
+        "total_steps=200",
+        "rollout.min_length=1",
+        "rollout.max_length=1,3",
+        "seed=0,1",
+        "rollout.min_epoch=0",
+        "rollout.max_epoch=0",
+        f"hydra.sweep.dir={sweep}",
+    ]
+    proc = subprocess.run([*train_cmd, "-m", *args], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = sorted(glob.glob(os.path.join(sweep, "*", "metrics.jsonl")))
+    assert len(runs) == 4
+    out = os.path.join(tmp_path, "fig.png")
+    plot = [sys.executable, os.path.join(ROOT, "scripts", "plot.py"), sweep, "--out", out]
+    proc = subprocess.run(plot, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "4 runs, 2 settings" in proc.stdout
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("rollout.max_length=")]
+    assert [line.split()[0] for line in lines] == ["rollout.max_length=1", "rollout.max_length=3"]
+    assert all(line.split()[1] == "2" for line in lines)  # two seeds each
+    for path in (out, out.replace(".png", ".svg"), out.replace(".png", "_phases.png")):
+        assert os.path.getsize(path) > 1000, path
+    with open(out, "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plot_reports_missing_runs(tmp_path: str) -> None:
+    plot = [sys.executable, os.path.join(ROOT, "scripts", "plot.py"), str(tmp_path)]
+    proc = subprocess.run(plot, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "no run folder" in proc.stderr
