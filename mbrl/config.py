@@ -147,6 +147,13 @@ class LoggerConfig:
     tensorboard: bool = True  # write log/tb/ event files
     every: int = 1000  # env steps between metric lines (metrics.jsonl, text logs)
     progress: bool = True  # tqdm progress bar
+    wandb: bool = False  # also log every metric to wandb (the optional extra `wandb`)
+    wandb_project: str = "flowmbpo"
+    wandb_entity: str | None = None
+    wandb_group: str | None = None
+    wandb_tags: list[str] = field(default_factory=list)
+    wandb_name: str | None = None  # None: wandb's own run name
+    wandb_mode: str | None = None  # online | offline | disabled; None: WANDB_MODE or online
 
 
 @dataclass

@@ -15,6 +15,8 @@ from typing import Any
 
 import torch
 
+from mbrl.wandb_sink import WandbSink
+
 COMPONENTS = ("collector", "evaluator", "learner", "buffer", "model")
 # Metric-key prefix -> the component whose text log gets the line ("eval/..." -> log/evaluator/).
 TEXT_LOG_OF = {
@@ -45,7 +47,13 @@ def to_numbers(metrics: dict[str, Any]) -> dict[str, float | int]:
 class Logger:
     """Writes every metric to ``metrics.jsonl`` and TensorBoard, and a line per component."""
 
-    def __init__(self, run_dir: str, tensorboard: bool, components: tuple[str, ...] = COMPONENTS):
+    def __init__(
+        self,
+        run_dir: str,
+        tensorboard: bool,
+        components: tuple[str, ...] = COMPONENTS,
+        wandb: WandbSink | None = None,
+    ):
         self.run_dir = run_dir
         self.jsonl_path = os.path.join(run_dir, "metrics.jsonl")
         self._text: dict[str, str] = {}
@@ -53,6 +61,7 @@ class Logger:
             os.makedirs(os.path.join(run_dir, "log", comp), exist_ok=True)
             self._text[comp] = os.path.join(run_dir, "log", comp, f"{comp}.log")
         self._tb: Any = None
+        self.wandb = wandb
         self._tensorboard = tensorboard
         self._jsonl = open(self.jsonl_path, "a", encoding="utf-8")  # noqa: SIM115 (kept open)
 
@@ -79,6 +88,8 @@ class Logger:
             for key, value in values.items():
                 writer.add_scalar(key, value, step)
         self._write_text(step, values)
+        if self.wandb is not None:
+            self.wandb.log(step, values)
         return values
 
     def _write_text(self, step: int, values: dict[str, float | int]) -> None:
@@ -116,6 +127,8 @@ class Logger:
         self._jsonl.close()
         if self._tb is not None:
             self._tb.close()
+        if self.wandb is not None:
+            self.wandb.close()
 
 
 def _size(path: str) -> int:

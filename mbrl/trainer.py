@@ -29,6 +29,7 @@ from mbrl.utils import (
     set_rng_state,
     set_threads,
 )
+from mbrl.wandb_sink import WandbSink
 
 
 class Trainer:
@@ -68,12 +69,26 @@ class Trainer:
         os.makedirs(run_dir, exist_ok=True)
         with open(os.path.join(run_dir, "config.yaml"), "w", encoding="utf-8") as f:
             f.write(to_yaml(cfg))
-        self.logger = Logger(run_dir, cfg.logger.tensorboard)
+        self.logger = Logger(run_dir, cfg.logger.tensorboard, wandb=self._wandb(run_dir))
         if resumed is not None:
             self.logger.load_state_dict(resumed["logger"], self.env_steps)
         self.ckpt = checkpoint.CheckpointManager(
             run_dir, cfg.checkpoint.snapshots, cfg.checkpoint.buffer_in_snapshots
         )
+
+    def _wandb(self, run_dir: str) -> WandbSink | None:
+        lc = self.cfg.logger
+        if not lc.wandb:
+            return None
+        settings = {
+            "project": lc.wandb_project,
+            "entity": lc.wandb_entity,
+            "group": lc.wandb_group,
+            "tags": lc.wandb_tags,
+            "name": lc.wandb_name,
+            "mode": lc.wandb_mode,
+        }
+        return WandbSink(run_dir, settings, asdict(self.cfg))
 
     def _build_mbpo(self, obs_dim: int, act_dim: int) -> MBPO | None:
         """The model-based half for algorithm=mbpo; sets when and how often SAC updates."""
