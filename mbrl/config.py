@@ -163,6 +163,18 @@ class CheckpointConfig:
 
 
 @dataclass
+class ProfileConfig:
+    """Profiling mode (``profile=true``): a short window of the real loop, then a report."""
+
+    enabled: bool = False
+    updates: int = 300  # SAC updates in the window (after the random exploration steps)
+    model_epochs: int = 2  # cap on the window's model fits
+    eval_episodes: int = 1
+    top_ops: int = 25  # rows of the operator table
+    trace: bool = True  # write a torch.profiler trace (TensorBoard plugin / Perfetto)
+
+
+@dataclass
 class Config:
     env: EnvConfig = field(default_factory=EnvConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
@@ -175,6 +187,7 @@ class Config:
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     mbpo: MBPOConfig = field(default_factory=MBPOConfig)
     rewarder: RewarderConfig = field(default_factory=RewarderConfig)
+    profile: ProfileConfig = field(default_factory=ProfileConfig)
     total_steps: int = 100_000  # env steps
     seed: int = 0
     device: str = "auto"  # auto | cpu | cuda
@@ -217,6 +230,7 @@ def _check_ranges(c: Config) -> None:
     _check_agent(c.agent)
     _check_model(c.model)
     _check_mbpo(c)
+    _positive("profile", c.profile, "updates", "model_epochs", "eval_episodes", "top_ops")
 
 
 def _positive(prefix: str, obj: object, *keys: str) -> None:

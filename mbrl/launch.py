@@ -23,6 +23,15 @@ from mbrl.config import Config, ConfigError, validate
 GROUPS = ("env", "algorithm")
 
 
+SHORTHANDS = {"profile=true": "profile.enabled=true", "profile=false": "profile.enabled=false"}
+
+
+def expand_shorthands(argv: list[str]) -> list[str]:
+    """``profile=true`` -> ``profile.enabled=true``: ``profile`` is also the node of the
+    profiling window's settings (``profile.updates=...``), and hydra cannot set a node to a bool."""
+    return [SHORTHANDS.get(arg.lower(), arg) for arg in argv]
+
+
 def register_resolvers() -> None:
     """Resolvers used by ``conf/config.yaml``'s ``hydra:`` section."""
     if not OmegaConf.has_resolver("run_dir"):
@@ -110,9 +119,14 @@ def run(cfg: DictConfig) -> float:
     """The task function: train in hydra's run folder; returns the final eval return."""
     from mbrl.trainer import Trainer  # heavy imports only once the config is known good
 
+    run_dir = HydraConfig.get().runtime.output_dir
     try:
         config = resolve(cfg, list(HydraConfig.get().overrides.task))
-        trainer = Trainer(config, HydraConfig.get().runtime.output_dir)
+        if config.profile.enabled:
+            from mbrl.profiling import run_profile
+
+            return float(run_profile(config, run_dir)["wall"])
+        trainer = Trainer(config, run_dir)
     except (ConfigError, CheckpointError) as err:
         _fail(err)
         raise  # unreachable: _fail exits

@@ -17,7 +17,8 @@ class PhaseTimer:
     def __init__(self, device: torch.device) -> None:
         self._sync = device.type == "cuda"
         self.totals: dict[str, float] = {}  # seconds since the last reset, per phase
-        self._start = time.perf_counter()
+        self.grand: dict[str, float] = {}  # seconds since construction, per phase
+        self._start = self.created = time.perf_counter()
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
@@ -29,7 +30,13 @@ class PhaseTimer:
         finally:
             if self._sync:
                 torch.cuda.synchronize()
-            self.totals[name] = self.totals.get(name, 0.0) + time.perf_counter() - t0
+            dt = time.perf_counter() - t0
+            self.totals[name] = self.totals.get(name, 0.0) + dt
+            self.grand[name] = self.grand.get(name, 0.0) + dt
+
+    def wall(self) -> float:
+        """Seconds since the timer was created."""
+        return time.perf_counter() - self.created
 
     def metrics(self) -> dict[str, float]:
         """``time/<phase>`` seconds and ``time/other`` since the last call; then reset."""

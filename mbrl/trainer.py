@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
@@ -64,6 +65,7 @@ class Trainer:
         self.last_eval: dict[str, float] = {}
         self._learner_metrics: dict[str, Tensor] = {}
         self.timer = PhaseTimer(self.device)
+        self.step_hook: Callable[[], None] | None = None  # called after every env step
         resumed = self._load(cfg.resume) if cfg.resume else None
         # Files are written only now: a resume from a bad checkpoint leaves the folder untouched.
         os.makedirs(run_dir, exist_ok=True)
@@ -130,6 +132,8 @@ class Trainer:
                         self._learn()
                 self._periodic(bar)
                 bar.update(1)
+                if self.step_hook is not None:
+                    self.step_hook()
         finally:
             bar.close()
             self.logger.close()

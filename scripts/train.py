@@ -5,12 +5,15 @@ Hydra composes ``conf/``; see the README for the config groups and the run folde
 
 from __future__ import annotations
 
+import sys
+
 import hydra
 from omegaconf import DictConfig
 
-from mbrl.launch import register_resolvers, run
+from mbrl.launch import expand_shorthands, register_resolvers, run
 
 register_resolvers()
+sys.argv = expand_shorthands(sys.argv)
 
 
 @hydra.main(config_path="../conf", config_name="config", version_base="1.3")

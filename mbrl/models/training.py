@@ -28,6 +28,7 @@ class ModelTrainer:
         self.amp_dtype = {"off": None, "bf16": torch.bfloat16, "fp16": torch.float16}[amp]
         self.scaler = torch.amp.GradScaler(model.device.type, enabled=amp == "fp16")
         self.fits = 0
+        self._train_rows = 0
 
     def _autocast(self) -> torch.autocast:
         dev = self.model.elites.device.type
@@ -44,6 +45,7 @@ class ModelTrainer:
         model.fit_normalizers(obs, act, target)
         x, y = model.in_norm(torch.cat([obs, act], -1)), model.out_norm(target)
         train_idx, hold_idx = self._split(x.shape[0], generator)
+        self._train_rows = train_idx.shape[0]
         boot = train_idx[
             torch.randint(
                 0,
@@ -143,6 +145,7 @@ class ModelTrainer:
             "model/elites": self.cfg.elites,
             "model/fit_seconds": time.perf_counter() - start,
             "model/holdout_rows": int(xh.shape[0]),
+            "model/train_rows": int(self._train_rows),
         }
 
     def state_dict(self) -> dict[str, Any]:

@@ -1,0 +1,38 @@
+"""Profiling mode: a short window of the real loop, then the phase table, the operator table
+and a trace file (chrome trace JSON with traceEvents)."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import subprocess
+
+from test_cli import TINY
+
+
+def test_profile_window_writes_tables_and_trace(train_cmd: list[str], tmp_path: str) -> None:
+    run_dir = os.path.join(tmp_path, "prof")
+    args = [a for a in TINY if not a.startswith("total_steps")]
+    cmd = [*train_cmd, *args, "profile=true", "profile.updates=20", f"hydra.run.dir={run_dir}"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "profiling window" in proc.stdout and "top operators by self time" in proc.stdout
+    prof = os.path.join(run_dir, "log", "profile")
+    with open(os.path.join(prof, "phases.json"), encoding="utf-8") as f:
+        phases = json.load(f)
+    by_name = {p["phase"]: p for p in phases["phases"]}
+    for name in ("env", "model", "rollout", "sac", "eval", "log", "checkpoint", "other"):
+        assert name in by_name, name
+    for name in ("env", "model", "rollout", "sac", "eval"):
+        assert by_name[name]["seconds"] > 0 and by_name[name]["rate"] > 0, name
+    assert abs(sum(p["share"] for p in phases["phases"]) - 1.0) < 1e-6
+    assert phases["window"]["sac_updates"] == 20
+    with open(os.path.join(prof, "phases.txt"), encoding="utf-8") as f:
+        assert "updates/s" in f.read()
+    with open(os.path.join(prof, "ops.txt"), encoding="utf-8") as f:
+        assert "Self CPU" in f.read()
+    (trace,) = glob.glob(os.path.join(prof, "*.pt.trace.json"))
+    with open(trace, encoding="utf-8") as f:
+        events = json.load(f)["traceEvents"]
+    assert any(e.get("cat") == "cpu_op" for e in events)
