@@ -1,0 +1,188 @@
+"""Micro- and whole-loop benchmarks behind ``scripts/bench.py``.
+
+Every figure is a median over ``repeats`` timed runs after a warm-up, on the given device
+(with a device sync around each timed run on CUDA).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from mbrl.agents import SAC
+from mbrl.buffer import ReplayBuffer, transition_fields
+from mbrl.config import Config, ModelConfig, SACConfig
+from mbrl.envs import env_spec, make_env
+from mbrl.models import DynamicsModel, ModelTrainer
+from mbrl.rollout import rollout
+
+OBS, ACT = 11, 3  # Hopper
+
+
+@dataclass
+class Bench:
+    device: torch.device
+    repeats: int = 5
+    warmup: int = 2
+
+    def median(self, fn: Callable[[], Any]) -> float:
+        """Median seconds of ``fn()`` over the repeats, after the warm-up calls."""
+        for _ in range(self.warmup):
+            fn()
+        times = []
+        for _ in range(self.repeats):
+            self._sync()
+            t0 = time.perf_counter()
+            fn()
+            self._sync()
+            times.append(time.perf_counter() - t0)
+        return statistics.median(times)
+
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+
+
+def gemm_flops(b: Bench, n: int) -> float:
+    """Measured matmul throughput (FLOP/s) for an n x n x n product."""
+    x = torch.randn(n, n, device=b.device)
+    y = torch.randn(n, n, device=b.device)
+    reps = max(1, int(2e9 / (2 * n**3)))
+
+    def run() -> None:
+        for _ in range(reps):
+            torch.mm(x, y)
+
+    return 2 * n**3 * reps / b.median(run)
+
+
+def _batch(n: int, device: torch.device) -> dict[str, torch.Tensor]:
+    return {
+        "obs": torch.randn(n, OBS, device=device),
+        "act": torch.rand(n, ACT, device=device) * 2 - 1,
+        "rew": torch.randn(n, device=device),
+        "next_obs": torch.randn(n, OBS, device=device),
+        "terminated": torch.zeros(n, dtype=torch.bool, device=device),
+        "truncated": torch.zeros(n, dtype=torch.bool, device=device),
+    }
+
+
+def sac_update(b: Bench, amp: str, batch_size: int = 256, updates: int = 50) -> dict[str, float]:
+    """SAC updates/s (Hopper sizes, 256 x 256 networks) and the FLOPs of one update."""
+    sac = SAC(OBS, ACT, SACConfig(batch_size=batch_size), b.device, amp)
+    batch, gen = _batch(batch_size, b.device), torch.Generator(device=b.device).manual_seed(0)
+    with FlopCounterMode(display=False) as counter:
+        sac.update(batch, gen)
+    flops = float(counter.get_total_flops())
+
+    def run() -> None:
+        for _ in range(updates):
+            sac.update(batch, gen)
+
+    per_s = updates / b.median(run)
+    return {"updates_per_s": per_s, "flops_per_update": flops, "flop_per_s": flops * per_s}
+
+
+def _hopper_data(n: int, device: torch.device) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(0)
+    obs = torch.randn(n, OBS, generator=g)
+    act = torch.rand(n, ACT, generator=g) * 2 - 1
+    nxt = obs + 0.1 * torch.randn(n, OBS, generator=g)
+    rew = torch.randn(n, generator=g)
+    return {
+        k: v.to(device) for k, v in {"obs": obs, "act": act, "next_obs": nxt, "rew": rew}.items()
+    }
+
+
+def model_fit(b: Bench, name: str, amp: str, rows: int = 10_000) -> float:
+    """Model-fit samples/s: one epoch over ``rows`` transitions for each of 7 members."""
+    cfg = ModelConfig(name=name)
+    model = DynamicsModel(OBS, ACT, cfg).to(b.device)
+    trainer = ModelTrainer(model, cfg, amp)
+    d = _hopper_data(rows, b.device)
+    target = model.targets(d["obs"], d["next_obs"], d["rew"])
+    model.fit_normalizers(d["obs"], d["act"], target)
+    x = model.in_norm(torch.cat([d["obs"], d["act"]], -1))
+    y = model.out_norm(target)
+    gen = torch.Generator(device=b.device).manual_seed(0)
+    boot = torch.randint(0, rows, (cfg.members, rows), device=b.device, generator=gen)
+    return cfg.members * rows / b.median(lambda: trainer._epoch(x, y, boot, gen))
+
+
+def model_rollout(b: Bench, name: str, batch: int = 100_000) -> float:
+    """Rollout transitions/s: one step of ``batch`` rows (actor + random elite + termination)."""
+    model = DynamicsModel(OBS, ACT, ModelConfig(name=name)).to(b.device)
+    agent = SAC(OBS, ACT, SACConfig(), b.device)
+    fields = {**transition_fields(OBS, ACT), "score": ((), torch.float32)}
+    pool = ReplayBuffer(batch, fields, b.device)
+    start = torch.randn(batch, OBS, device=b.device)
+    term = env_spec("hopper").termination_fn
+    gen = torch.Generator(device=b.device).manual_seed(0)
+    return batch / b.median(lambda: rollout(model, agent, term, start, 1, pool, gen))
+
+
+def buffer_rates(b: Bench) -> dict[str, float]:
+    """Rows/s for single-row adds (the env loop), 1000-row adds, and 256-row samples."""
+    buf = ReplayBuffer(100_000, transition_fields(OBS, ACT), b.device)
+    one, many = _batch(1, b.device), _batch(1000, b.device)
+    gen = torch.Generator(device=b.device).manual_seed(0)
+    buf.add(many)
+
+    def add_one() -> None:
+        for _ in range(1000):
+            buf.add(one)
+
+    def sample() -> None:
+        for _ in range(100):
+            buf.sample(256, gen)
+
+    return {
+        "add_1_rows_per_s": 1000 / b.median(add_one),
+        "add_1000_rows_per_s": 1000 / b.median(lambda: buf.add(many)),
+        "sample_256_rows_per_s": 100 * 256 / b.median(sample),
+    }
+
+
+def env_steps(b: Bench, steps: int = 2000) -> float:
+    """Raw Hopper-v5 env steps/s with random actions (no agent, no buffer)."""
+    env = make_env("hopper")
+    env.reset(seed=0)
+    act = env.action_space.sample()
+
+    def run() -> None:
+        for _ in range(steps):
+            _, _, term, trunc, _ = env.step(act)
+            if term or trunc:
+                env.reset()
+
+    return steps / b.median(run)
+
+
+def whole_loop(device: torch.device, run_dir: str, amp: str = "off") -> dict[str, float]:
+    """Env steps/s of the real MBPO loop on a fixed short Hopper config (one run)."""
+    from mbrl.trainer import Trainer
+
+    cfg = Config()
+    cfg.env.name, cfg.algorithm.name, cfg.device, cfg.amp = "hopper", "mbpo", device.type, amp
+    cfg.total_steps, cfg.mbpo.init_steps, cfg.mbpo.model_train_freq = 1000, 250, 250
+    cfg.mbpo.updates_per_step, cfg.model.max_epochs = 5, 5
+    cfg.rollout.batch_size, cfg.rollout.min_epoch, cfg.rollout.max_epoch = 20_000, 0, 0
+    cfg.rollout.min_length = cfg.rollout.max_length = 1
+    cfg.eval.every, cfg.eval.episodes = 1000, 1
+    cfg.logger.every, cfg.logger.progress, cfg.logger.tensorboard = 250, False, False
+    cfg.checkpoint.snapshots = False
+    t0 = time.perf_counter()
+    trainer = Trainer(cfg, run_dir)
+    trainer.run()
+    wall = time.perf_counter() - t0
+    return {
+        "env_steps_per_s": cfg.total_steps / wall,
+        "wall_s": wall,
+        **{f"{k}_s": v for k, v in trainer.timer.grand.items()},
+    }
