@@ -17,6 +17,7 @@ from torch import Tensor
 from flows.coupled import CoupledFlows
 from mbrl.config import RewarderConfig
 from mbrl.models.dynamics import DynamicsModel
+from mbrl.nn import adam
 
 
 def _quantiles(x: Tensor, prefix: str) -> dict[str, Tensor]:
@@ -41,7 +42,7 @@ class Rewarder:
             hidden=cfg.hidden,
             bins=cfg.bins,
         ).to(device)
-        self.opt = torch.optim.Adam(self.flows.parameters(), lr=cfg.lr)
+        self.opt = adam(self.flows.parameters(), cfg.lr)
 
     @staticmethod
     def features(model: DynamicsModel, obs: Tensor, act: Tensor, target: Tensor) -> Tensor:

@@ -13,7 +13,7 @@ from torch import Tensor, nn
 from torch.func import functional_call
 
 from mbrl.config import SACConfig
-from mbrl.nn import EnsembleMLP, mlp
+from mbrl.nn import EnsembleMLP, adam, mlp
 
 _LOG2 = math.log(2.0)
 
@@ -78,9 +78,9 @@ class SAC:
             math.log(cfg.init_alpha), device=self.device, requires_grad=True
         )
         self.target_entropy = float(-act_dim if cfg.target_entropy is None else cfg.target_entropy)
-        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=cfg.actor_lr)
-        self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=cfg.critic_lr)
-        self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=cfg.alpha_lr)
+        self.actor_opt = adam(self.actor.parameters(), cfg.actor_lr)
+        self.critic_opt = adam(self.critic.parameters(), cfg.critic_lr)
+        self.alpha_opt = adam([self.log_alpha], cfg.alpha_lr)
         self.amp_dtype = {"off": None, "bf16": torch.bfloat16, "fp16": torch.float16}[amp]
         # fp16 gradients underflow without loss scaling; bf16 has fp32's exponent range.
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=amp == "fp16")

@@ -15,6 +15,7 @@ from torch import Tensor
 
 from mbrl.config import ModelConfig
 from mbrl.models.dynamics import DynamicsModel
+from mbrl.nn import adam
 
 
 class ModelTrainer:
@@ -22,9 +23,7 @@ class ModelTrainer:
         self.model, self.cfg = model, cfg
         if any(p.shape[0] != cfg.members for p in model.density.parameters()):
             raise ValueError("every density parameter needs a leading member dimension")
-        self.opt = torch.optim.AdamW(
-            model.density.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay
-        )
+        self.opt = adam(model.density.parameters(), cfg.lr, cfg.weight_decay, decoupled=True)
         self.amp_dtype = {"off": None, "bf16": torch.bfloat16, "fp16": torch.float16}[amp]
         self.scaler = torch.amp.GradScaler(model.device.type, enabled=amp == "fp16")
         self.fits = 0
