@@ -91,8 +91,11 @@ class ReplayBuffer:
 
     # --- reading ----------------------------------------------------------------------------
 
-    def sample(self, batch_size: int, generator: torch.Generator) -> dict[str, Tensor]:
-        """``batch_size`` rows drawn uniformly with replacement; no host sync."""
+    def sample(
+        self, batch_size: int, generator: torch.Generator, fields: tuple[str, ...] | None = None
+    ) -> dict[str, Tensor]:
+        """``batch_size`` rows drawn uniformly with replacement (only ``fields``, if given);
+        no host sync."""
         if self._offered == 0:
             raise RuntimeError("cannot sample from an empty buffer")
         u = torch.rand(batch_size, generator=generator, device=self.device, dtype=torch.float64)
@@ -100,7 +103,8 @@ class ReplayBuffer:
         idx = torch.minimum((u * self._size).long(), (self._size - 1).clamp(min=0))
         self._last_idx = idx
         self.sampled_out += batch_size
-        return {name: store[idx] for name, store in self.data.items()}
+        names = self.data.keys() if fields is None else fields
+        return {name: self.data[name][idx] for name in names}
 
     def __len__(self) -> int:
         return int(self._size)  # sync-ok: a host read, for set-up and tests, not the hot loop
