@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: one SAC optimizer, the acting policy's state
 
 
 class CheckpointError(RuntimeError):

@@ -13,15 +13,28 @@ from torch import Tensor
 
 from mbrl.buffer import ReplayBuffer
 from mbrl.envs import get_env_state, set_env_state
+from mbrl.staging import HostStager
 
 Policy = Callable[[Tensor], Tensor]  # obs [1, obs_dim] -> act [1, act_dim] in [-1, 1]
 
 
 class Collector:
-    """One env, one step at a time (MBPO and SAC take one env step per iteration)."""
+    """One env, one step at a time (MBPO and SAC take one env step per iteration).
 
-    def __init__(self, env: gym.Env, buffer: ReplayBuffer, device: torch.device, seed: int) -> None:
-        self.env, self.buffer, self.device = env, buffer, device
+    The policy runs on ``act_device`` (the training device or the CPU); the transition reaches
+    the buffer's device through a :class:`HostStager` (one pinned, non-blocking copy).
+    """
+
+    def __init__(
+        self,
+        env: gym.Env,
+        buffer: ReplayBuffer,
+        act_device: torch.device,
+        seed: int,
+    ) -> None:
+        self.env, self.buffer, self.device = env, buffer, act_device
+        widths = {k: int(np.prod(v.shape[1:])) for k, v in buffer.data.items()}
+        self.stager = HostStager(widths, buffer.device)
         obs, _ = env.reset(seed=seed)
         self._obs = obs
         self.envstep_count = 0
@@ -33,24 +46,24 @@ class Collector:
         self._steps_at_clock = 0
 
     def obs_tensor(self) -> Tensor:
-        """The current observation as [1, obs_dim] on the device."""
+        """The current observation as [1, obs_dim] on the acting device."""
         return torch.as_tensor(self._obs, dtype=torch.float32, device=self.device).unsqueeze(0)
 
     def step(self, policy: Policy) -> None:
-        obs_t = self.obs_tensor()
-        act_t = policy(obs_t)
-        action = act_t[0].cpu().numpy()  # sync-ok: the env boundary needs the action on host
+        act_t = policy(self.obs_tensor())
+        action = act_t[0].float().cpu().numpy()  # sync-ok: the env needs the action on host
         next_obs, rew, terminated, truncated, _ = self.env.step(action)
-        self.buffer.add(
+        row = self.stager.stage(
             {
-                "obs": obs_t,
-                "act": act_t.float(),
-                "rew": torch.tensor([float(rew)], device=self.device),
-                "next_obs": _row(next_obs, self.device),
-                "terminated": torch.tensor([bool(terminated)], device=self.device),
-                "truncated": torch.tensor([bool(truncated)], device=self.device),
+                "obs": self._obs,
+                "act": action,
+                "rew": float(rew),
+                "next_obs": next_obs,
+                "terminated": bool(terminated),
+                "truncated": bool(truncated),
             }
         )
+        self.buffer.add({k: v.squeeze(1) if k in _SCALARS else v for k, v in row.items()})
         self.envstep_count += 1
         self._ep_return += float(rew)
         self._ep_len += 1
@@ -106,5 +119,4 @@ class Collector:
         self._steps_at_clock = self.envstep_count
 
 
-def _row(x: np.ndarray, device: torch.device) -> Tensor:
-    return torch.as_tensor(x, dtype=torch.float32, device=device).unsqueeze(0)
+_SCALARS = ("rew", "terminated", "truncated")  # [1] per row in the buffer, [1, 1] staged

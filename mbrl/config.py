@@ -18,7 +18,8 @@ from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 from mbrl.envs.registry import ENVS
 
 DEVICES = ("auto", "cpu", "cuda")
-AMP_MODES = ("off", "bf16", "fp16")
+AMP_MODES = ("auto", "off", "bf16", "fp16")
+ACT_DEVICES = ("auto", "cpu", "train")
 ALGORITHMS = ("sac", "mbpo")
 MODELS = ("flow", "gaussian")
 REWARDER_MODES = ("none", "penalty", "filter")
@@ -58,6 +59,10 @@ class SACConfig:
     target_entropy: float | None = None  # None: -act_dim (SAC v2 heuristic)
     log_std_min: float = -5.0
     log_std_max: float = 2.0
+    # Where env actions are computed: train (the training device), cpu (a CPU copy of the
+    # actor, refreshed every act_sync_every env steps), auto (cpu when training on CUDA).
+    act_device: str = "auto"
+    act_sync_every: int = 10
 
 
 @dataclass
@@ -191,7 +196,8 @@ class Config:
     total_steps: int = 100_000  # env steps
     seed: int = 0
     device: str = "auto"  # auto | cpu | cuda
-    amp: str = "off"  # off | bf16 | fp16 (autocast for the MLPs)
+    amp: str = "auto"  # auto (bf16 on a GPU that has it, else off) | off | bf16 | fp16
+    compile: bool = False  # torch.compile the SAC losses and the model-fit step
     threads: int = 1  # torch intra-op threads per process; 0 keeps torch's default
     resume: str | None = None  # a run folder to continue from its ckpt/last.pt
 
@@ -291,6 +297,8 @@ def _check_mbpo(c: Config) -> None:
 
 def _check_agent(a: SACConfig) -> None:
     _at_least("agent.batch_size", a.batch_size, 1, "a positive integer")
+    _choice("agent.act_device", a.act_device, ACT_DEVICES)
+    _at_least("agent.act_sync_every", a.act_sync_every, 1, "a positive number of env steps")
     if not a.hidden_sizes or min(a.hidden_sizes) < 1:
         raise ConfigError(f"agent.hidden_sizes={a.hidden_sizes!r}: need one or more widths >= 1")
     for key in ("actor_lr", "critic_lr", "alpha_lr", "init_alpha"):

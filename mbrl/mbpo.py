@@ -49,10 +49,12 @@ class MBPO:
         termination_fn: TerminationFn,
         real: ReplayBuffer,
         agent: SAC,
+        amp: str = "off",
+        compile: bool = False,
     ) -> None:
         self.cfg, self.real, self.agent, self.termination_fn = cfg, real, agent, termination_fn
         self.model = DynamicsModel(obs_dim, act_dim, cfg.model).to(device)
-        self.model_trainer = ModelTrainer(self.model, cfg.model, cfg.amp)
+        self.model_trainer = ModelTrainer(self.model, cfg.model, amp, compile)
         self.rewarder = (
             None
             if cfg.rewarder.mode == "none"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import torch
 from torch import nn
@@ -26,7 +27,7 @@ def mlp(
 
 
 def adam(
-    params: Iterable[nn.Parameter] | Iterable[torch.Tensor],
+    params: Iterable[nn.Parameter] | Iterable[torch.Tensor] | list[dict[str, Any]],
     lr: float,
     weight_decay: float = 0.0,
     decoupled: bool = False,
@@ -37,7 +38,7 @@ def adam(
     torch's default per-tensor Adam, 11.1-11.7 ms fused.
     """
     cls = torch.optim.AdamW if decoupled else torch.optim.Adam
-    params = list(params)
+    params = list(params)  # type: ignore[assignment]
     try:
         return cls(params, lr=lr, weight_decay=weight_decay, fused=True)
     except (RuntimeError, ValueError):  # a device or dtype without a fused kernel

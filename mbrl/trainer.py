@@ -12,7 +12,7 @@ from torch import Tensor
 from tqdm import tqdm
 
 from mbrl import checkpoint
-from mbrl.agents import SAC
+from mbrl.agents import SAC, ActingPolicy, resolve_act_device
 from mbrl.buffer import ReplayBuffer, transition_fields
 from mbrl.collector import Collector
 from mbrl.config import Config, to_yaml
@@ -23,6 +23,7 @@ from mbrl.mbpo import MBPO
 from mbrl.timer import PhaseTimer
 from mbrl.utils import (
     make_generator,
+    resolve_amp,
     resolve_device,
     rng_state,
     rss_mb,
@@ -46,19 +47,22 @@ class Trainer:
         # Never more rows than the run can fill: a 15k-step run does not allocate 1M rows.
         capacity = min(cfg.buffer.capacity, cfg.total_steps)
         self.buffer = ReplayBuffer(capacity, transition_fields(obs_dim, act_dim), self.device)
-        self.agent = SAC(obs_dim, act_dim, cfg.agent, self.device, cfg.amp)
+        self.amp = resolve_amp(cfg.amp, self.device)
+        self.agent = SAC(obs_dim, act_dim, cfg.agent, self.device, self.amp, cfg.compile)
+        act_device = resolve_act_device(cfg.agent.act_device, self.device)
+        self.acting = ActingPolicy(self.agent, act_device, cfg.agent.act_sync_every)
         self.mbpo = self._build_mbpo(obs_dim, act_dim)
-        self.collector = Collector(env, self.buffer, self.device, seed=cfg.seed)
+        self.collector = Collector(env, self.buffer, act_device, seed=cfg.seed)
         self.evaluator = Evaluator(
             cfg.env.name,
             cfg.eval.episodes,
             cfg.seed + 10_000,
-            self.device,
+            act_device,
             cfg.env.max_episode_steps,
         )
         self.gens = {
             "train": make_generator(self.device, cfg.seed + 1),
-            "act": make_generator(self.device, cfg.seed + 2),
+            "act": make_generator(act_device, cfg.seed + 2),
         }
         self.updates = 0
         self.best_return = -float("inf")
@@ -102,7 +106,17 @@ class Trainer:
         self.learning_starts = cfg.mbpo.init_steps
         self.updates_per_step = cfg.mbpo.updates_per_step
         term_fn = env_spec(cfg.env.name).termination_fn
-        return MBPO(obs_dim, act_dim, cfg, self.device, term_fn, self.buffer, self.agent)
+        return MBPO(
+            obs_dim,
+            act_dim,
+            cfg,
+            self.device,
+            term_fn,
+            self.buffer,
+            self.agent,
+            amp=self.amp,
+            compile=cfg.compile,
+        )
 
     @property
     def env_steps(self) -> int:
@@ -127,6 +141,7 @@ class Trainer:
                     self._model_phase()
                 with self.timer.phase("env"):
                     self.collector.step(self._explore)
+                    self.acting.step()
                 if self.env_steps > self.learning_starts:
                     with self.timer.phase("sac"):
                         self._learn()
@@ -145,8 +160,8 @@ class Trainer:
         gen = self.gens["act"]
         if self.env_steps < self.learning_starts:
             shape = (obs.shape[0], self.buffer.data["act"].shape[1])
-            return torch.rand(shape, generator=gen, device=self.device) * 2.0 - 1.0
-        return self.agent.act(obs, deterministic=False, generator=gen)
+            return torch.rand(shape, generator=gen, device=obs.device) * 2.0 - 1.0
+        return self.acting.act(obs, deterministic=False, generator=gen)
 
     def _model_phase(self) -> None:
         assert self.mbpo is not None
@@ -171,6 +186,7 @@ class Trainer:
                 self._log()
         if step % cfg.eval.every == 0 or step == cfg.total_steps:
             with self.timer.phase("eval"):
+                self.acting.sync()  # evaluate the current weights
                 self.last_eval = self.evaluator.run(self._greedy)
             with self.timer.phase("log"):
                 self.logger.log(step, self.last_eval)
@@ -181,7 +197,7 @@ class Trainer:
             bar.set_postfix(eval_return=f"{self.last_eval['eval/return_mean']:.1f}")
 
     def _greedy(self, obs: Tensor) -> Tensor:
-        return self.agent.act(obs, deterministic=True, generator=None)
+        return self.acting.act(obs, deterministic=True, generator=None)
 
     def _log(self) -> None:
         metrics: dict[str, Any] = {f"learner/{k}": v for k, v in self._learner_metrics.items()}
@@ -204,6 +220,7 @@ class Trainer:
             "best_return": self.best_return,
             "last_eval": dict(self.last_eval),
             "agent": self.agent.state_dict(),
+            "acting": self.acting.state_dict(),
             "buffers": self._buffers_state(),
             "mbpo": None if self.mbpo is None else self.mbpo.state_dict(),
             "collector": self.collector.state_dict(),
@@ -222,6 +239,7 @@ class Trainer:
             os.path.join(run_dir, "ckpt", "last.pt"), env_name=self.cfg.env.name
         )
         self.agent.load_state_dict(state["agent"])
+        self.acting.load_state_dict(state["acting"])
         self.buffer.load_state_dict(state["buffers"]["real"])
         if self.mbpo is not None:
             if state.get("mbpo") is None:

@@ -17,6 +17,19 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+def resolve_amp(amp: str, device: torch.device) -> str:
+    """``auto`` -> bf16 on a CUDA device with bf16 support, else off.
+
+    On the 2-core CPU the benchmark measured bf16 autocast slower than fp32 everywhere (no bf16
+    matrix units; see README), so CPUs train in fp32 unless asked otherwise.
+    """
+    if amp != "auto":
+        return amp
+    if device.type == "cuda" and torch.cuda.is_bf16_supported():
+        return "bf16"
+    return "off"
+
+
 def set_threads(threads: int) -> None:
     """Intra-op threads per process. One is fastest on small shared CPUs: with two threads a
     256x128x128 matmul went from ~80 us to ~16 ms whenever another process kept a core busy."""

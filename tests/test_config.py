@@ -31,7 +31,7 @@ def test_defaults_are_valid() -> None:
         ({"env__name": "nonexistent"}, "env='nonexistent' is not allowed; choose one of: ant, "),
         ({"total_steps": -5}, "total_steps=-5 is not allowed; it must be a positive number"),
         ({"device": "tpu"}, "device='tpu' is not allowed; choose one of: auto, cpu, cuda"),
-        ({"amp": "fp8"}, "amp='fp8' is not allowed; choose one of: off, bf16, fp16"),
+        ({"amp": "fp8"}, "amp='fp8' is not allowed; choose one of: auto, off, bf16, fp16"),
         ({"eval__every": 0}, "eval.every=0"),
         ({"eval__episodes": 0}, "eval.episodes=0"),
         ({"algorithm__name": "ppo"}, "algorithm='ppo' is not allowed; choose one of: sac"),

@@ -87,14 +87,29 @@ def test_update_trains_all_nets_and_lerps_target() -> None:
         torch.testing.assert_close(sac.critic_target.state_dict()[key], expected)
 
 
-def test_actor_step_leaves_critic_gradients_alone() -> None:
-    sac = _sac()
-    sac.update(_batch(), torch.Generator().manual_seed(0))
-    # The critic's grads are those of its own loss: the actor step computed none for it.
-    crit = {k: v.grad.clone() for k, v in sac.critic.named_parameters()}  # type: ignore[union-attr]
-    sac._actor_step(_batch(1)["obs"], torch.tensor(0.5), torch.Generator().manual_seed(0))
-    for k, v in sac.critic.named_parameters():
-        assert torch.equal(v.grad, crit[k])  # type: ignore[arg-type]
+@pytest.mark.parametrize("loss_index,net", [(0, "critic"), (1, "actor"), (2, "alpha")])
+def test_each_loss_moves_only_its_own_parameters(loss_index: int, net: str) -> None:
+    """The joint update's gradients equal each loss's own gradients, taken alone."""
+    sac, ref = _sac(), _sac()
+    b = _batch()
+    noise = torch.randn((2, B, ACT), generator=torch.Generator().manual_seed(0))
+    sac.update(b, torch.Generator().manual_seed(0))  # the same noise: first draw of seed 0
+    out = ref._compute_losses(b["obs"], b["act"], b["rew"], b["next_obs"], b["terminated"], noise)
+    out[loss_index].backward()
+
+    def params(agent: SAC) -> list[torch.Tensor]:
+        if net == "alpha":
+            return [agent.log_alpha]
+        return list(getattr(agent, net).parameters())
+
+    for p, q in zip(params(sac), params(ref), strict=True):
+        assert q.grad is not None and p.grad is not None
+        torch.testing.assert_close(p.grad, q.grad)
+    others = [
+        p for name in ("critic", "actor") if name != net for p in getattr(ref, name).parameters()
+    ]
+    others += [] if net == "alpha" else [ref.log_alpha]
+    assert all(p.grad is None for p in others), "a loss reached another network's weights"
 
 
 def test_update_never_syncs(host_reads: list[str]) -> None:
@@ -117,14 +132,15 @@ def test_spy_sees_package_syncs(host_reads: list[str]) -> None:
 
 def test_terminated_cuts_the_bootstrap_but_truncated_does_not() -> None:
     sac = _sac(gamma=0.9)
-    b = _batch()
+    b, noise, alpha = _batch(), torch.randn(B, ACT), torch.tensor(0.1)
     b["terminated"][:] = True
-    sac.critic_opt.step = lambda *a, **k: None  # type: ignore[method-assign]
-    loss, q = sac._critic_step(b, torch.tensor(0.1), torch.Generator().manual_seed(0))
-    torch.testing.assert_close(loss, (q - b["rew"]).square().mean(1).sum())
+    target = sac._target_q(b["rew"], b["next_obs"], b["terminated"], alpha, noise)
+    torch.testing.assert_close(target, b["rew"])
     b["terminated"][:], b["truncated"][:] = False, True
-    loss2, _ = sac._critic_step(b, torch.tensor(0.1), torch.Generator().manual_seed(0))
-    assert not torch.allclose(loss, loss2)
+    target = sac._target_q(b["rew"], b["next_obs"], b["terminated"], alpha, noise)
+    next_act, next_logp = sac.actor.squash(b["next_obs"], noise)
+    q_next = sac.critic_target(b["next_obs"], next_act).min(0).values
+    torch.testing.assert_close(target, b["rew"] + 0.9 * (q_next - alpha * next_logp))
 
 
 def test_state_dict_roundtrip_gives_identical_updates() -> None:
@@ -185,8 +201,10 @@ def test_nonfinite_batch_is_contained(host_reads: list[str]) -> None:
     for key, value in sac.critic.state_dict().items():
         assert torch.isfinite(value).all(), key
         torch.testing.assert_close(value, before[key])  # zero grads at Adam's first step
-    for group in sac.critic_opt.param_groups:
+    for group in sac.opt.param_groups:
         for p in group["params"]:
-            assert torch.isfinite(sac.critic_opt.state[p]["exp_avg_sq"]).all()
+            state = sac.opt.state[p]
+            assert all(torch.isfinite(state[k]).all() for k in ("exp_avg", "exp_avg_sq"))
+            assert int(state["step"]) == 0  # the skipped step is not counted by Adam
     sac.update(_batch(1), torch.Generator().manual_seed(0))  # training goes on
     assert all(torch.isfinite(p).all() for p in sac.critic.parameters())

@@ -1,21 +1,28 @@
 """Soft actor-critic: tanh-Gaussian actor, twin critics as one batched module, automatic
 entropy tuning, in-place Polyak target update. ``update`` returns detached tensors (no sync).
+
+One update is one forward pass, one backward pass and one fused optimizer step over all three
+losses, computed from the same parameters, as in the SAC used by MBPO (softlearning runs the
+critic, policy and alpha training ops together). The actor's loss sees the critic's weights as
+constants, so each loss only moves its own parameters.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
 import torch
 from torch import Tensor, nn
-from torch.func import functional_call
 
 from mbrl.config import SACConfig
-from mbrl.nn import EnsembleMLP, adam, mlp
+from mbrl.nn import EnsembleLinear, EnsembleMLP, adam, mlp
 
 _LOG2 = math.log(2.0)
+_METRICS = ("q_loss", "actor_loss", "alpha_loss", "alpha", "q_mean", "entropy")
 
 
 class Actor(nn.Module):
@@ -23,11 +30,19 @@ class Actor(nn.Module):
 
     def __init__(self, obs_dim: int, act_dim: int, cfg: SACConfig) -> None:
         super().__init__()
+        self.act_dim = act_dim
         self.net = mlp(obs_dim, cfg.hidden_sizes, 2 * act_dim)
+        self.linears = [m for m in self.net if isinstance(m, nn.Linear)]
         self.log_std_min, self.log_std_max = cfg.log_std_min, cfg.log_std_max
 
     def forward(self, obs: Tensor) -> tuple[Tensor, Tensor]:
-        mean, raw = self.net(obs).float().chunk(2, dim=-1)
+        # The same computation as self.net(obs) with in-place ReLUs and no per-layer module
+        # calls: the update's Python overhead is a large share of its time on a CPU.
+        h = obs
+        for layer in self.linears[:-1]:
+            h = torch.relu_(nn.functional.linear(h, layer.weight, layer.bias))
+        last = self.linears[-1]
+        mean, raw = nn.functional.linear(h, last.weight, last.bias).float().chunk(2, dim=-1)
         # Smooth squashing into [min, max] instead of a hard clamp (as CleanRL / SpinningUp).
         log_std = self.log_std_min + 0.5 * (self.log_std_max - self.log_std_min) * (
             torch.tanh(raw) + 1.0
@@ -36,8 +51,12 @@ class Actor(nn.Module):
 
     def sample(self, obs: Tensor, generator: torch.Generator | None) -> tuple[Tensor, Tensor]:
         """Reparameterised action [B, act_dim] and its log-probability [B]."""
+        shape = (obs.shape[0], self.act_dim)
+        return self.squash(obs, torch.randn(shape, generator=generator, device=obs.device))
+
+    def squash(self, obs: Tensor, noise: Tensor) -> tuple[Tensor, Tensor]:
+        """``sample`` with the standard-normal ``noise`` [B, act_dim] given."""
         mean, log_std = self(obs)
-        noise = torch.randn(mean.shape, generator=generator, device=mean.device, dtype=mean.dtype)
         u = mean + log_std.exp() * noise
         # log N(u) - sum log(1 - tanh(u)^2), the latter in the stable form 2(log2 - u - sp(-2u)).
         log_prob = (-0.5 * noise.square() - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
@@ -51,14 +70,29 @@ class TwinQ(nn.Module):
     def __init__(self, obs_dim: int, act_dim: int, cfg: SACConfig) -> None:
         super().__init__()
         self.net = EnsembleMLP(2, obs_dim + act_dim, cfg.hidden_sizes, 1, act=nn.ReLU)
+        self.linears = [m for m in self.net.layers if isinstance(m, EnsembleLinear)]
 
-    def forward(self, obs: Tensor, act: Tensor) -> Tensor:
+    def forward(self, obs: Tensor, act: Tensor, frozen: bool = False) -> Tensor:
+        """``frozen``: weights as constants, gradients flow to ``act`` (and ``obs``) only."""
         x = torch.cat([obs, act], dim=-1).expand(2, -1, -1)
-        return self.net(x).squeeze(-1).float()
+        layers = self.linears
+        for i, layer in enumerate(layers):
+            w: Tensor = layer.weight
+            b: Tensor = layer.bias
+            if frozen:
+                w, b = w.detach(), b.detach()
+            x = torch.baddbmm(b, x, w)
+            if i < len(layers) - 1:
+                x = torch.relu_(x)  # (as self.net, in place: baddbmm keeps its inputs only)
+        return x.squeeze(-1).float()
 
 
 class SAC:
-    """The agent: networks, optimizers and the update step."""
+    """The agent: networks, the optimizer and the update step.
+
+    ``compile=True`` runs the loss computation (forward and backward) through
+    ``torch.compile``; on CUDA with CUDA-graph capture (``mode="reduce-overhead"``).
+    """
 
     def __init__(
         self,
@@ -67,33 +101,45 @@ class SAC:
         cfg: SACConfig,
         device: torch.device | str = "cpu",
         amp: str = "off",
+        compile: bool = False,
     ) -> None:
-        self.cfg, self.device = cfg, torch.device(device)
+        self.cfg, self.device, self.act_dim = cfg, torch.device(device), act_dim
         self.actor = Actor(obs_dim, act_dim, cfg).to(self.device)
         self.critic = TwinQ(obs_dim, act_dim, cfg).to(self.device)
         self.critic_target = TwinQ(obs_dim, act_dim, cfg).to(self.device)
         self.critic_target.load_state_dict(self.critic.state_dict())
         self.critic_target.requires_grad_(False)
         self.log_alpha = torch.tensor(
-            math.log(cfg.init_alpha), device=self.device, requires_grad=True
+            math.log(cfg.init_alpha), device=self.device, requires_grad=cfg.autotune
         )
         self.target_entropy = float(-act_dim if cfg.target_entropy is None else cfg.target_entropy)
-        self.actor_opt = adam(self.actor.parameters(), cfg.actor_lr)
-        self.critic_opt = adam(self.critic.parameters(), cfg.critic_lr)
-        self.alpha_opt = adam([self.log_alpha], cfg.alpha_lr)
+        groups = [
+            {"params": list(self.actor.parameters()), "lr": cfg.actor_lr},
+            {"params": list(self.critic.parameters()), "lr": cfg.critic_lr},
+        ]
+        if cfg.autotune:
+            groups.append({"params": [self.log_alpha], "lr": cfg.alpha_lr})
+        self.opt = adam(groups, cfg.actor_lr)
         self.amp_dtype = {"off": None, "bf16": torch.bfloat16, "fp16": torch.float16}[amp]
         # fp16 gradients underflow without loss scaling; bf16 has fp32's exponent range.
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=amp == "fp16")
         self.nonfinite_steps = torch.zeros((), dtype=torch.long, device=self.device)
+        # A fused Adam skips its whole step on the device when ``found_inf`` is 1 (no host sync).
+        self._skip = self.opt.defaults.get("fused") and not self.scaler.is_enabled()
+        if self._skip:
+            self._found_inf = torch.zeros((), device=self.device)
+            self.opt.found_inf = self._found_inf  # type: ignore[attr-defined]
         self._online: list[Tensor] = list(self.critic.parameters())
         self._target: list[Tensor] = list(self.critic_target.parameters())
+        self._losses: Callable[..., tuple[Tensor, ...]] = self._compute_losses
+        if compile:
+            mode = "reduce-overhead" if self.device.type == "cuda" else None
+            self._losses = torch.compile(self._compute_losses, mode=mode, dynamic=False)
 
     def _autocast(self) -> AbstractContextManager[Any]:
-        return torch.autocast(
-            self.device.type,
-            dtype=self.amp_dtype or torch.float32,
-            enabled=self.amp_dtype is not None,
-        )
+        if self.amp_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.amp_dtype)
 
     @torch.no_grad()
     def act(self, obs: Tensor, deterministic: bool, generator: torch.Generator | None) -> Tensor:
@@ -107,68 +153,62 @@ class SAC:
         self, batch: dict[str, Tensor], generator: torch.Generator | None
     ) -> dict[str, Tensor]:
         """One gradient step on critics, actor and alpha. Returns detached scalar tensors."""
-        alpha = self.log_alpha.detach().exp()
-        q_loss, q = self._critic_step(batch, alpha, generator)
-        actor_loss, log_prob = self._actor_step(batch["obs"], alpha, generator)
-        alpha_loss = self._alpha_step(log_prob)
-        self.scaler.update()
+        obs = batch["obs"]
+        noise = torch.randn((2, obs.shape[0], self.act_dim), generator=generator, device=obs.device)
+        out = self._losses(
+            obs, batch["act"], batch["rew"], batch["next_obs"], batch["terminated"], noise
+        )
+        self._step(out[0] + out[1] + out[2])
         # Polyak averaging in place: target <- target + tau * (online - target).
         torch._foreach_lerp_(self._target, self._online, self.cfg.tau)
-        return {
-            "q_loss": q_loss.detach(),
-            "actor_loss": actor_loss.detach(),
-            "alpha_loss": alpha_loss.detach(),
-            "alpha": alpha,
-            "q_mean": q.detach().mean(),
-            "entropy": -log_prob.mean(),
-            "nonfinite_steps": self.nonfinite_steps,
-        }
+        metrics = {k: v.detach() for k, v in zip(_METRICS, out, strict=True)}
+        metrics["nonfinite_steps"] = self.nonfinite_steps
+        return metrics
 
-    def _critic_step(
-        self, b: dict[str, Tensor], alpha: Tensor, gen: torch.Generator | None
-    ) -> tuple[Tensor, Tensor]:
-        with torch.no_grad(), self._autocast():
-            next_act, next_logp = self.actor.sample(b["next_obs"], gen)
-            q_next = self.critic_target(b["next_obs"], next_act).min(dim=0).values
-            # Only true terminations cut the bootstrap; time-limit truncations do not.
-            not_done = (~b["terminated"]).float()
-            target = b["rew"] + self.cfg.gamma * not_done * (q_next - alpha * next_logp)
+    def _compute_losses(
+        self, obs: Tensor, act: Tensor, rew: Tensor, next_obs: Tensor, term: Tensor, noise: Tensor
+    ) -> tuple[Tensor, ...]:
+        """(q_loss, actor_loss, alpha_loss, alpha, q_mean, entropy); the first three carry
+        gradients to the critic, the actor and log_alpha respectively."""
+        alpha = self.log_alpha.detach().exp()
         with self._autocast():
-            q = self.critic(b["obs"], b["act"])
-        loss = (q - target).square().mean(dim=1).sum()
-        self._step(self.critic_opt, loss)
-        return loss, q
+            q = self.critic(obs, act)
+            new_act, log_prob = self.actor.squash(obs, noise[1])
+            q_pi = self.critic(obs, new_act, frozen=True).min(dim=0).values
+        q_loss = (q - self._target_q(rew, next_obs, term, alpha, noise[0])).square()
+        q_loss = q_loss.mean(dim=1).sum()
+        actor_loss = (alpha * log_prob - q_pi).mean()
+        log_prob = log_prob.detach()
+        alpha_loss = -(self.log_alpha * (log_prob + self.target_entropy)).mean()
+        return q_loss, actor_loss, alpha_loss, alpha, q.detach().mean(), -log_prob.mean()
 
-    def _actor_step(
-        self, obs: Tensor, alpha: Tensor, gen: torch.Generator | None
-    ) -> tuple[Tensor, Tensor]:
-        # Critic weights enter as constants: no gradient is computed for them here.
-        frozen = {k: v.detach() for k, v in self.critic.named_parameters()}
+    @torch.no_grad()
+    def _target_q(
+        self, rew: Tensor, next_obs: Tensor, term: Tensor, alpha: Tensor, noise: Tensor
+    ) -> Tensor:
         with self._autocast():
-            act, log_prob = self.actor.sample(obs, gen)
-            q = functional_call(self.critic, frozen, (obs, act)).min(dim=0).values
-        loss = (alpha * log_prob - q).mean()
-        self._step(self.actor_opt, loss)
-        return loss, log_prob.detach()
+            next_act, next_logp = self.actor.squash(next_obs, noise)
+            q_next = self.critic_target(next_obs, next_act).min(dim=0).values
+        # Only true terminations cut the bootstrap; time-limit truncations do not.
+        return rew + self.cfg.gamma * (~term).float() * (q_next - alpha * next_logp)
 
-    def _alpha_step(self, log_prob: Tensor) -> Tensor:
-        loss = -(self.log_alpha * (log_prob + self.target_entropy)).mean()
-        if self.cfg.autotune:
-            self._step(self.alpha_opt, loss)
-        return loss
-
-    def _step(self, opt: torch.optim.Optimizer, loss: Tensor) -> None:
-        opt.zero_grad(set_to_none=True)
-        self.scaler.scale(loss).backward()
-        # A non-finite loss must not reach the weights or Adam's moments: its gradients are
-        # replaced by zeros on the device (no host sync to decide whether to skip) and counted.
+    def _step(self, loss: Tensor) -> None:
+        # A non-finite loss must not reach the weights or Adam's moments. The fused optimizer
+        # skips the step on the device; elsewhere the gradients are zeroed. Either way no host
+        # sync decides it, and the step is counted.
         bad = ~torch.isfinite(loss.detach())
-        self.nonfinite_steps += bad.long()
-        for group in opt.param_groups:
-            for p in group["params"]:
-                if p.grad is not None:
-                    p.grad.copy_(torch.where(bad, torch.zeros_like(p.grad), p.grad))
-        self.scaler.step(opt)
+        self.nonfinite_steps += bad
+        self.opt.zero_grad(set_to_none=True)
+        self.scaler.scale(loss).backward()
+        if self._skip:
+            self._found_inf.copy_(bad)
+        elif not self.scaler.is_enabled():  # (the scaler skips non-finite steps itself)
+            for group in self.opt.param_groups:
+                for p in group["params"]:
+                    if p.grad is not None:
+                        p.grad.copy_(torch.where(bad, torch.zeros_like(p.grad), p.grad))
+        self.scaler.step(self.opt)
+        self.scaler.update()
 
     def state_dict(self) -> dict[str, Any]:
         return {
@@ -176,9 +216,7 @@ class SAC:
             "critic": self.critic.state_dict(),
             "critic_target": self.critic_target.state_dict(),
             "log_alpha": self.log_alpha.detach().clone(),
-            "actor_opt": self.actor_opt.state_dict(),
-            "critic_opt": self.critic_opt.state_dict(),
-            "alpha_opt": self.alpha_opt.state_dict(),
+            "opt": self.opt.state_dict(),
             "scaler": self.scaler.state_dict(),
         }
 
@@ -188,7 +226,5 @@ class SAC:
         self.critic_target.load_state_dict(state["critic_target"])
         with torch.no_grad():
             self.log_alpha.copy_(state["log_alpha"])
-        self.actor_opt.load_state_dict(state["actor_opt"])
-        self.critic_opt.load_state_dict(state["critic_opt"])
-        self.alpha_opt.load_state_dict(state["alpha_opt"])
+        self.opt.load_state_dict(state["opt"])
         self.scaler.load_state_dict(state["scaler"])

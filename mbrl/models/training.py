@@ -8,6 +8,7 @@ tensor per epoch.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -19,7 +20,9 @@ from mbrl.nn import adam
 
 
 class ModelTrainer:
-    def __init__(self, model: DynamicsModel, cfg: ModelConfig, amp: str = "off") -> None:
+    def __init__(
+        self, model: DynamicsModel, cfg: ModelConfig, amp: str = "off", compile: bool = False
+    ) -> None:
         self.model, self.cfg = model, cfg
         if any(p.shape[0] != cfg.members for p in model.density.parameters()):
             raise ValueError("every density parameter needs a leading member dimension")
@@ -28,6 +31,9 @@ class ModelTrainer:
         self.scaler = torch.amp.GradScaler(model.device.type, enabled=amp == "fp16")
         self.fits = 0
         self._train_rows = 0
+        self._loss: Callable[[Tensor, Tensor], tuple[Tensor, Tensor]] = self._batch_loss
+        if compile:  # the last minibatch's size changes with the data: shapes may vary
+            self._loss = torch.compile(self._batch_loss, dynamic=None)
 
     def _autocast(self) -> torch.autocast:
         dev = self.model.elites.device.type
@@ -86,11 +92,7 @@ class ModelTrainer:
         steps = 0
         for i in range(0, n, self.cfg.batch_size):
             idx = order[:, i : i + self.cfg.batch_size]  # [E, b]
-            with self._autocast():
-                nll = -self.model.dist(x[idx]).log_prob(y[idx]).mean(dim=1)  # [E]
-            loss = nll.sum() + self.model.regularizer()
-            # A non-finite batch contributes nothing instead of poisoning the weights.
-            loss = torch.where(torch.isfinite(loss), loss, torch.zeros_like(loss))
+            loss, nll = self._loss(x[idx], y[idx])
             self.opt.zero_grad(set_to_none=True)
             self.scaler.scale(loss).backward()
             self.scaler.step(self.opt)
@@ -98,6 +100,14 @@ class ModelTrainer:
             total = total + nll.detach().mean()
             steps += 1
         return total / max(steps, 1)
+
+    def _batch_loss(self, xb: Tensor, yb: Tensor) -> tuple[Tensor, Tensor]:
+        """Loss of one minibatch [E, b, ...] per member, and the per-member NLL [E]."""
+        with self._autocast():
+            nll = -self.model.dist(xb).log_prob(yb).mean(dim=1)  # [E]
+        loss = nll.sum() + self.model.regularizer()
+        # A non-finite batch contributes nothing instead of poisoning the weights.
+        return torch.where(torch.isfinite(loss), loss, torch.zeros_like(loss)), nll
 
     @torch.no_grad()
     def holdout_nll(self, x: Tensor, y: Tensor) -> Tensor:
