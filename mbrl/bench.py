@@ -10,17 +10,21 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
+import numpy as np
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from mbrl.agents import SAC
+from mbrl.agents import SAC, ActingPolicy, resolve_act_device
 from mbrl.buffer import ReplayBuffer, transition_fields
+from mbrl.collector import Collector
 from mbrl.config import Config, ModelConfig, SACConfig
 from mbrl.envs import env_spec, make_env
 from mbrl.models import DynamicsModel, ModelTrainer
 from mbrl.rollout import rollout
+from mbrl.staging import HostStager
 
 OBS, ACT = 11, 3  # Hopper
 
@@ -48,18 +52,40 @@ class Bench:
         if self.device.type == "cuda":
             torch.cuda.synchronize()
 
+    def side_by_side(self, fns: dict[str, Callable[[], Any]]) -> dict[str, list[float]]:
+        """Seconds per call of each fn, the fns taking turns within every repeat, so that a
+        slow spell of a shared machine hits all of them alike."""
+        for fn in fns.values():
+            for _ in range(self.warmup):
+                fn()
+        times: dict[str, list[float]] = {k: [] for k in fns}
+        for _ in range(self.repeats):
+            for name, fn in fns.items():
+                self._sync()
+                t0 = time.perf_counter()
+                fn()
+                self._sync()
+                times[name].append(time.perf_counter() - t0)
+        return times
 
-def gemm_flops(b: Bench, n: int) -> float:
-    """Measured matmul throughput (FLOP/s) for an n x n x n product."""
-    x = torch.randn(n, n, device=b.device)
-    y = torch.randn(n, n, device=b.device)
+
+def _gemm(n: int, device: torch.device) -> tuple[Callable[[], None], float]:
+    """A block of n x n x n matmuls (about 2 GFLOP) and its FLOP count."""
+    x = torch.randn(n, n, device=device)
+    y = torch.randn(n, n, device=device)
     reps = max(1, int(2e9 / (2 * n**3)))
 
     def run() -> None:
         for _ in range(reps):
             torch.mm(x, y)
 
-    return 2 * n**3 * reps / b.median(run)
+    return run, 2.0 * n**3 * reps
+
+
+def gemm_flops(b: Bench, n: int) -> float:
+    """Measured matmul throughput (FLOP/s) for an n x n x n product."""
+    run, flops = _gemm(n, b.device)
+    return flops / b.median(run)
 
 
 def _batch(n: int, device: torch.device) -> dict[str, torch.Tensor]:
@@ -73,20 +99,40 @@ def _batch(n: int, device: torch.device) -> dict[str, torch.Tensor]:
     }
 
 
-def sac_update(b: Bench, amp: str, batch_size: int = 256, updates: int = 50) -> dict[str, float]:
-    """SAC updates/s (Hopper sizes, 256 x 256 networks) and the FLOPs of one update."""
-    sac = SAC(OBS, ACT, SACConfig(batch_size=batch_size), b.device, amp)
+def sac_update(
+    b: Bench, amp: str, compile: bool = False, batch_size: int = 256, updates: int = 50
+) -> dict[str, float]:
+    """SAC updates/s (Hopper sizes, 256 x 256 networks), the FLOPs of one update, and its
+    FLOP rate as a share of the GEMM rate measured alternately with it (256 and 1024 cubes;
+    the faster one counts)."""
+    sac = SAC(OBS, ACT, SACConfig(batch_size=batch_size), b.device, amp, compile)
     batch, gen = _batch(batch_size, b.device), torch.Generator(device=b.device).manual_seed(0)
+    t0 = time.perf_counter()
+    sac.update(batch, gen)  # (compiles, when asked to)
+    first = time.perf_counter() - t0
     with FlopCounterMode(display=False) as counter:
-        sac.update(batch, gen)
+        SAC(OBS, ACT, SACConfig(batch_size=batch_size), b.device, amp).update(batch, gen)
     flops = float(counter.get_total_flops())
 
     def run() -> None:
         for _ in range(updates):
             sac.update(batch, gen)
 
-    per_s = updates / b.median(run)
-    return {"updates_per_s": per_s, "flops_per_update": flops, "flop_per_s": flops * per_s}
+    g256, f256 = _gemm(256, b.device)
+    g1024, f1024 = _gemm(1024, b.device)
+    t = b.side_by_side({"sac": run, "g256": g256, "g1024": g1024})
+    shares = [
+        flops * updates / s / max(f256 / a, f1024 / c)
+        for s, a, c in zip(t["sac"], t["g256"], t["g1024"], strict=True)
+    ]
+    per_s = updates / statistics.median(t["sac"])
+    return {
+        "updates_per_s": per_s,
+        "flops_per_update": flops,
+        "flop_per_s": flops * per_s,
+        "share_of_gemm": statistics.median(shares),
+        "first_update_s": first,
+    }
 
 
 def _hopper_data(n: int, device: torch.device) -> dict[str, torch.Tensor]:
@@ -100,11 +146,11 @@ def _hopper_data(n: int, device: torch.device) -> dict[str, torch.Tensor]:
     }
 
 
-def model_fit(b: Bench, name: str, amp: str, rows: int = 10_000) -> float:
+def model_fit(b: Bench, name: str, amp: str, rows: int = 10_000, compile: bool = False) -> float:
     """Model-fit samples/s: one epoch over ``rows`` transitions for each of 7 members."""
     cfg = ModelConfig(name=name)
     model = DynamicsModel(OBS, ACT, cfg).to(b.device)
-    trainer = ModelTrainer(model, cfg, amp)
+    trainer = ModelTrainer(model, cfg, amp, compile)
     d = _hopper_data(rows, b.device)
     target = model.targets(d["obs"], d["next_obs"], d["rew"])
     model.fit_normalizers(d["obs"], d["act"], target)
@@ -164,12 +210,57 @@ def env_steps(b: Bench, steps: int = 2000) -> float:
     return steps / b.median(run)
 
 
-def whole_loop(device: torch.device, run_dir: str, amp: str = "off") -> dict[str, float]:
+def acting_loop(b: Bench, act_device: str, steps: int = 100, updates: int = 20) -> float:
+    """Env steps/s of the SAC half of the MBPO loop: act, step Hopper, stage the transition,
+    then ``updates`` SAC updates (MBPO's 20 per step), with actions computed on
+    ``act_device`` (``train`` or ``cpu``)."""
+    env = make_env("hopper")
+    buf = ReplayBuffer(10_000, transition_fields(OBS, ACT), b.device)
+    sac = SAC(OBS, ACT, SACConfig(), b.device)
+    acting = ActingPolicy(sac, resolve_act_device(act_device, b.device), sync_every=10)
+    collector = Collector(env, buf, acting.device, seed=0)
+    gen = torch.Generator(device=b.device).manual_seed(0)
+    act_gen = torch.Generator(device=acting.device).manual_seed(0)
+    buf.add(_batch(1000, b.device))
+    policy = partial(acting.act, deterministic=False, generator=act_gen)
+
+    def run() -> None:
+        for _ in range(steps):
+            collector.step(policy)
+            acting.step()
+            for _ in range(updates):
+                sac.update(buf.sample(256, gen), gen)
+
+    return steps / b.median(run)
+
+
+def staging(b: Bench, pinned: bool, rows: int = 1000) -> float:
+    """Rows/s of env transitions staged on the host and added to a device buffer."""
+    buf = ReplayBuffer(10_000, transition_fields(OBS, ACT), b.device)
+    widths = {k: int(np.prod(v.shape[1:])) for k, v in buf.data.items()}
+    stager = HostStager(widths, b.device, pinned=pinned)
+    obs = np.random.default_rng(0).standard_normal(OBS)
+    row: dict[str, np.ndarray | float | bool] = {"obs": obs, "act": obs[:ACT], "rew": 1.0}
+    row |= {"next_obs": obs, "terminated": False, "truncated": False}
+    scalars = ("rew", "terminated", "truncated")
+
+    def run() -> None:
+        for _ in range(rows):
+            staged = stager.stage(row)
+            buf.add({k: v.squeeze(1) if k in scalars else v for k, v in staged.items()})
+
+    return rows / b.median(run)
+
+
+def whole_loop(
+    device: torch.device, run_dir: str, amp: str = "auto", compile: bool = False
+) -> dict[str, float]:
     """Env steps/s of the real MBPO loop on a fixed short Hopper config (one run)."""
     from mbrl.trainer import Trainer
 
     cfg = Config()
     cfg.env.name, cfg.algorithm.name, cfg.device, cfg.amp = "hopper", "mbpo", device.type, amp
+    cfg.compile = compile
     cfg.total_steps, cfg.mbpo.init_steps, cfg.mbpo.model_train_freq = 1000, 250, 250
     cfg.mbpo.updates_per_step, cfg.model.max_epochs = 5, 5
     cfg.rollout.batch_size, cfg.rollout.min_epoch, cfg.rollout.max_epoch = 20_000, 0, 0

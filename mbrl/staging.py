@@ -16,15 +16,23 @@ from torch import Tensor
 
 
 class HostStager:
-    def __init__(self, widths: Mapping[str, int], device: torch.device, rows: int = 64) -> None:
+    def __init__(
+        self,
+        widths: Mapping[str, int],
+        device: torch.device,
+        rows: int = 64,
+        pinned: bool = True,
+    ) -> None:
+        """``pinned=False`` (benchmarks only): pageable host rows, blocking copies."""
         self.device = device
         self.cuda = device.type == "cuda"
+        self.pinned = pinned and self.cuda
         self.slices: dict[str, slice] = {}
         start = 0
         for name, width in widths.items():
             self.slices[name] = slice(start, start + width)
             start += width
-        self.host = torch.zeros(rows, start, pin_memory=self.cuda)
+        self.host = torch.zeros(rows, start, pin_memory=self.pinned)
         self._np = self.host.numpy()
         self._events: list[torch.cuda.Event | None] = [None] * rows
         self._next = 0
@@ -40,9 +48,11 @@ class HostStager:
         for name, sl in self.slices.items():
             row[sl] = values[name]
         packed = self.host[k : k + 1]
-        if self.cuda:
+        if self.pinned:
             packed = packed.to(self.device, non_blocking=True)
             event = torch.cuda.Event()
             event.record()
             self._events[k] = event
+        elif self.cuda:
+            packed = packed.to(self.device)
         return {name: packed[:, sl] for name, sl in self.slices.items()}

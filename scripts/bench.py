@@ -1,7 +1,8 @@
-"""Benchmarks: SAC updates, model fits and rollouts, buffers, env steps, the whole loop.
+"""Benchmarks: SAC updates, model fits and rollouts, buffers, env steps, the whole loop, and
+each fast path (amp, compile, acting device, pinned staging) on and off side by side.
 
     python scripts/bench.py [--device cpu|cuda] [--repeats 5] [--rollout-batch 100000]
-                            [--fit-rows 10000] [--json PATH] [--skip-loop]
+                            [--fit-rows 10000] [--json PATH] [--skip-loop] [--skip-compile]
 
 Medians over repeats after a warm-up, on this machine; prints a table and writes JSON.
 """
@@ -13,11 +14,12 @@ import json
 import os
 import platform
 import tempfile
+from typing import Any
 
 import torch
 
 from mbrl import bench
-from mbrl.utils import set_threads
+from mbrl.utils import resolve_amp, set_threads
 
 
 def main() -> None:
@@ -29,61 +31,89 @@ def main() -> None:
     p.add_argument("--fit-rows", type=int, default=10_000)
     p.add_argument("--json", default=None)
     p.add_argument("--skip-loop", action="store_true", help="skip the whole-loop run")
+    p.add_argument("--skip-compile", action="store_true", help="skip the compile=true rows")
     args = p.parse_args()
+    if args.device == "cuda" and not torch.cuda.is_available():
+        p.error("--device cuda: torch sees no CUDA device here; use --device cpu")
+    if args.repeats < 1 or args.fit_rows < 2 or args.rollout_batch < 1:
+        p.error("--repeats, --fit-rows (>= 2) and --rollout-batch must be positive")
     set_threads(args.threads)
     dev = torch.device(args.device)
-    b = bench.Bench(dev, repeats=args.repeats)
-    amps = ["off", "bf16"] if dev.type == "cpu" else ["off", "bf16", "fp16"]
-    res: dict[str, object] = {
-        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-        f"{torch.get_num_threads()} torch threads"
-        + (f", {torch.cuda.get_device_name(dev)}" if dev.type == "cuda" else ""),
-        "torch": torch.__version__,
-        "gemm_flop_per_s": {n: bench.gemm_flops(b, n) for n in (256, 1024)},
-    }
-    res["sac"] = {amp: bench.sac_update(b, amp) for amp in amps}
-    res["model_fit_samples_per_s"] = {
-        f"{m}/{amp}": bench.model_fit(b, m, amp, args.fit_rows)
-        for m in ("flow", "gaussian")
-        for amp in amps
-    }
-    res["rollout_transitions_per_s"] = {
-        m: bench.model_rollout(b, m, args.rollout_batch) for m in ("flow", "gaussian")
-    }
-    res["buffer"] = bench.buffer_rates(b)
-    res["env_steps_per_s"] = bench.env_steps(b)
-    if not args.skip_loop:
-        with tempfile.TemporaryDirectory() as tmp:
-            res["whole_loop"] = bench.whole_loop(dev, os.path.join(tmp, "run"))
+    res = run_all(bench.Bench(dev, repeats=args.repeats), args)
     print_table(res)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(res, f, indent=2, default=str)
 
 
-def print_table(res: dict) -> None:  # type: ignore[type-arg]
-    peak = max(res["gemm_flop_per_s"].values())
-    print(f"machine: {res['machine']}; torch {res['torch']}")
-    print(f"{'benchmark':<44}{'result':>22}")
+def run_all(b: bench.Bench, args: argparse.Namespace) -> dict[str, Any]:
+    dev, cuda = b.device, b.device.type == "cuda"
+    amps = ["off", "bf16", "fp16"] if cuda else ["off", "bf16"]
+    default_amp = resolve_amp("auto", dev)
+    res: dict[str, object] = {
+        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+        f"{torch.get_num_threads()} torch threads"
+        + (f", {torch.cuda.get_device_name(dev)}" if cuda else ""),
+        "torch": torch.__version__,
+        "default_amp": default_amp,
+        "gemm_flop_per_s": {n: bench.gemm_flops(b, n) for n in (256, 1024)},
+    }
+    sac = {f"amp={amp}": bench.sac_update(b, amp) for amp in amps}
+    fit = {
+        f"{m}, amp={amp}": bench.model_fit(b, m, amp, args.fit_rows)
+        for m in ("flow", "gaussian")
+        for amp in amps
+    }
+    if not args.skip_compile:
+        sac[f"amp={default_amp}, compile"] = bench.sac_update(b, default_amp, compile=True)
+        for m in ("flow", "gaussian"):
+            fit[f"{m}, amp={default_amp}, compile"] = bench.model_fit(
+                b, m, default_amp, args.fit_rows, compile=True
+            )
+    res["sac"], res["model_fit_samples_per_s"] = sac, fit
+    res["rollout_transitions_per_s"] = {
+        m: bench.model_rollout(b, m, args.rollout_batch) for m in ("flow", "gaussian")
+    }
+    res["buffer"] = bench.buffer_rates(b)
+    if cuda:  # on a CPU both sides of these are the same code path
+        res["staging_rows_per_s"] = {
+            "pinned": bench.staging(b, pinned=True),
+            "pageable": bench.staging(b, pinned=False),
+        }
+        res["acting_env_steps_per_s"] = {d: bench.acting_loop(b, d) for d in ("train", "cpu")}
+    res["env_steps_per_s"] = bench.env_steps(b)
+    if not args.skip_loop:
+        with tempfile.TemporaryDirectory() as tmp:
+            res["whole_loop"] = bench.whole_loop(dev, os.path.join(tmp, "run"))
+    return res
+
+
+def print_table(res: dict[str, Any]) -> None:
+    print(f"machine: {res['machine']}; torch {res['torch']}; amp=auto is {res['default_amp']}")
+    print(f"{'benchmark':<48}{'result':>22}")
     for n, f in res["gemm_flop_per_s"].items():
-        print(f"{f'GEMM {n}x{n}x{n}':<44}{f / 1e9:>15.1f} GFLOP/s")
-    for amp, r in res["sac"].items():
-        share = r["flop_per_s"] / peak
+        print(f"{f'GEMM {n}x{n}x{n}':<48}{f / 1e9:>15.1f} GFLOP/s")
+    for name, r in res["sac"].items():
         print(
-            f"{f'SAC update, batch 256, 256x256, amp={amp}':<44}{r['updates_per_s']:>14.1f} upd/s"
-            f"  ({r['flop_per_s'] / 1e9:.1f} GFLOP/s, {100 * share:.0f}% of GEMM)"
+            f"{f'SAC update, batch 256, 256x256, {name}':<48}{r['updates_per_s']:>14.1f} upd/s"
+            f"  ({r['flop_per_s'] / 1e9:.1f} GFLOP/s, {100 * r['share_of_gemm']:.0f}% of GEMM;"
+            f" first update {r['first_update_s']:.1f} s)"
         )
     for k, v in res["model_fit_samples_per_s"].items():
-        print(f"{f'model fit, 7 members, {k}':<44}{v:>12,.0f} samples/s")
+        print(f"{f'model fit, 7 members, {k}':<48}{v:>12,.0f} samples/s")
     for k, v in res["rollout_transitions_per_s"].items():
-        print(f"{f'rollout, {k}':<44}{v:>12,.0f} transitions/s")
+        print(f"{f'rollout, {k}':<48}{v:>12,.0f} transitions/s")
     for k, v in res["buffer"].items():
-        print(f"{f'buffer {k}':<44}{v:>12,.0f}")
-    print(f"{'Hopper env steps/s (raw env)':<44}{res['env_steps_per_s']:>12,.0f}")
+        print(f"{f'buffer {k}':<48}{v:>12,.0f}")
+    for k, v in res.get("staging_rows_per_s", {}).items():
+        print(f"{f'env transition staging, {k}':<48}{v:>12,.0f} rows/s")
+    for k, v in res.get("acting_env_steps_per_s", {}).items():
+        print(f"{f'act + env step + 20 updates, act_device={k}':<48}{v:>12,.1f} env steps/s")
+    print(f"{'Hopper env steps/s (raw env)':<48}{res['env_steps_per_s']:>12,.0f}")
     if "whole_loop" in res:
         w = res["whole_loop"]
         name = "whole loop, fixed short Hopper MBPO config"
-        print(f"{name:<44}{w['env_steps_per_s']:>12.1f} env steps/s  ({w['wall_s']:.0f} s)")
+        print(f"{name:<48}{w['env_steps_per_s']:>12.1f} env steps/s  ({w['wall_s']:.0f} s)")
 
 
 if __name__ == "__main__":

@@ -25,10 +25,14 @@ def resolve_act_device(name: str, train_device: torch.device) -> torch.device:
 
 
 class ActingPolicy:
-    def __init__(self, agent: SAC, device: torch.device, sync_every: int) -> None:
+    def __init__(
+        self, agent: SAC, device: torch.device, sync_every: int, separate: bool | None = None
+    ) -> None:
+        """``separate``: keep a copy of the actor (default: when ``device`` is not the
+        agent's device; True on one device is for tests of the refresh schedule)."""
         self.agent, self.device, self.sync_every = agent, device, sync_every
         self.copy: Actor | None = None
-        if device != agent.device:
+        if separate or (separate is None and device != agent.device):
             self.copy = copy.deepcopy(agent.actor).to(device).requires_grad_(False)
         self._since_sync = 0
 
