@@ -57,9 +57,15 @@ def load(
         raise CheckpointError(
             f"checkpoint {path!r} is corrupt or not a FlowMBPO checkpoint: {err}"
         ) from None
-    if not isinstance(state, dict) or state.get("format") != FORMAT_VERSION:
+    if not isinstance(state, dict) or "format" not in state:
         raise CheckpointError(
             f"checkpoint {path!r} is not a FlowMBPO checkpoint (format {FORMAT_VERSION})"
+        )
+    if state["format"] != FORMAT_VERSION:
+        raise CheckpointError(
+            f"checkpoint {path!r} has format {state['format']!r}; this FlowMBPO reads format "
+            f"{FORMAT_VERSION} (the SAC optimizer state changed in 2): retrain, or evaluate it "
+            "with the FlowMBPO version that wrote it"
         )
     if env_name is not None and state["env"] != env_name:
         raise CheckpointError(

@@ -10,7 +10,7 @@ from torch import nn
 
 from flows.nn import EnsembleLinear, EnsembleMLP
 
-__all__ = ["EnsembleLinear", "EnsembleMLP", "adam", "mlp"]
+__all__ = ["EnsembleLinear", "EnsembleMLP", "GuardedStep", "adam", "mlp"]
 
 
 def mlp(
@@ -43,3 +43,34 @@ def adam(
         return cls(params, lr=lr, weight_decay=weight_decay, fused=True)
     except (RuntimeError, ValueError):  # a device or dtype without a fused kernel
         return cls(params, lr=lr, weight_decay=weight_decay)
+
+
+class GuardedStep:
+    """zero_grad, backward and optimizer step, skipped on the device when the loss is not
+    finite: no host sync decides it. A fused optimizer skips through its ``found_inf`` input
+    (its moments and step count stay as they were); others get zeroed gradients. fp16's
+    GradScaler skips non-finite steps itself. ``skipped`` counts them (a device tensor)."""
+
+    def __init__(self, opt: torch.optim.Optimizer, scaler: torch.amp.GradScaler) -> None:
+        self.opt, self.scaler = opt, scaler
+        device = opt.param_groups[0]["params"][0].device
+        self.skipped = torch.zeros((), dtype=torch.long, device=device)
+        self._found_inf: torch.Tensor | None = None
+        if opt.defaults.get("fused") and not scaler.is_enabled():
+            self._found_inf = torch.zeros((), device=device)
+            opt.found_inf = self._found_inf  # type: ignore[attr-defined]
+
+    def __call__(self, loss: torch.Tensor) -> None:
+        bad = ~torch.isfinite(loss.detach())
+        self.skipped += bad
+        self.opt.zero_grad(set_to_none=True)
+        self.scaler.scale(loss).backward()
+        if self._found_inf is not None:
+            self._found_inf.copy_(bad)
+        elif not self.scaler.is_enabled():
+            for group in self.opt.param_groups:
+                for p in group["params"]:
+                    if p.grad is not None:
+                        p.grad.copy_(torch.where(bad, torch.zeros_like(p.grad), p.grad))
+        self.scaler.step(self.opt)
+        self.scaler.update()

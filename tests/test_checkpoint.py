@@ -47,6 +47,9 @@ def test_errors_name_the_file_and_the_problem(tmp_path: str) -> None:
     save_atomic({"something": 1}, path)
     with pytest.raises(CheckpointError, match="not a FlowMBPO checkpoint"):
         load(path)
+    save_atomic({**_state(1), "format": FORMAT_VERSION - 1}, path)
+    with pytest.raises(CheckpointError, match=f"has format {FORMAT_VERSION - 1}; this Flow"):
+        load(path)
     save_atomic(_state(1), path)
     with pytest.raises(CheckpointError, match="written for env 'hopper', not 'ant'"):
         load(path, env_name="ant")

@@ -108,6 +108,21 @@ def test_epoch_loop_never_syncs(host_reads: list[str]) -> None:
     assert host_reads == []
 
 
+def test_nonfinite_batch_is_skipped_not_learned(host_reads: list[str]) -> None:
+    model = DynamicsModel(2, 1, _cfg("gaussian", members=2, elites=1, batch_size=300))
+    trainer = ModelTrainer(model, model.cfg)
+    obs, act, next_obs, rew = _linear_data(300)
+    x = model.in_norm(torch.cat([obs, act], -1))
+    y = model.out_norm(model.targets(obs, next_obs, rew))
+    y[7, 0] = float("nan")  # one poisoned row: the only minibatch of the epoch is skipped
+    before = [p.detach().clone() for p in model.density.parameters()]
+    trainer._epoch(x, y, torch.randint(0, 300, (2, 300)), torch.Generator().manual_seed(0))
+    assert host_reads == []
+    assert int(trainer._step.skipped) == 1
+    for old, new in zip(before, model.density.parameters(), strict=True):
+        torch.testing.assert_close(old, new.detach())  # no step, not even a decayed one
+
+
 def test_early_stopping_and_caps() -> None:
     model = DynamicsModel(2, 1, _cfg("gaussian", members=2, elites=1, patience=0, max_epochs=50))
     out = ModelTrainer(model, model.cfg).fit(*_linear_data(200), torch.Generator().manual_seed(0))

@@ -19,7 +19,7 @@ import torch
 from torch import Tensor, nn
 
 from mbrl.config import SACConfig
-from mbrl.nn import EnsembleLinear, EnsembleMLP, adam, mlp
+from mbrl.nn import EnsembleLinear, EnsembleMLP, GuardedStep, adam, mlp
 
 _LOG2 = math.log(2.0)
 _METRICS = ("q_loss", "actor_loss", "alpha_loss", "alpha", "q_mean", "entropy")
@@ -123,12 +123,9 @@ class SAC:
         self.amp_dtype = {"off": None, "bf16": torch.bfloat16, "fp16": torch.float16}[amp]
         # fp16 gradients underflow without loss scaling; bf16 has fp32's exponent range.
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=amp == "fp16")
-        self.nonfinite_steps = torch.zeros((), dtype=torch.long, device=self.device)
-        # A fused Adam skips its whole step on the device when ``found_inf`` is 1 (no host sync).
-        self._skip = self.opt.defaults.get("fused") and not self.scaler.is_enabled()
-        if self._skip:
-            self._found_inf = torch.zeros((), device=self.device)
-            self.opt.found_inf = self._found_inf  # type: ignore[attr-defined]
+        # A non-finite loss must not reach the weights or Adam's moments: the step is skipped.
+        self._step = GuardedStep(self.opt, self.scaler)
+        self.nonfinite_steps = self._step.skipped
         self._online: list[Tensor] = list(self.critic.parameters())
         self._target: list[Tensor] = list(self.critic_target.parameters())
         self._losses: Callable[..., tuple[Tensor, ...]] = self._compute_losses
@@ -192,24 +189,6 @@ class SAC:
         # Only true terminations cut the bootstrap; time-limit truncations do not.
         return rew + self.cfg.gamma * (~term).float() * (q_next - alpha * next_logp)
 
-    def _step(self, loss: Tensor) -> None:
-        # A non-finite loss must not reach the weights or Adam's moments. The fused optimizer
-        # skips the step on the device; elsewhere the gradients are zeroed. Either way no host
-        # sync decides it, and the step is counted.
-        bad = ~torch.isfinite(loss.detach())
-        self.nonfinite_steps += bad
-        self.opt.zero_grad(set_to_none=True)
-        self.scaler.scale(loss).backward()
-        if self._skip:
-            self._found_inf.copy_(bad)
-        elif not self.scaler.is_enabled():  # (the scaler skips non-finite steps itself)
-            for group in self.opt.param_groups:
-                for p in group["params"]:
-                    if p.grad is not None:
-                        p.grad.copy_(torch.where(bad, torch.zeros_like(p.grad), p.grad))
-        self.scaler.step(self.opt)
-        self.scaler.update()
-
     def state_dict(self) -> dict[str, Any]:
         return {
             "actor": self.actor.state_dict(),
@@ -218,6 +197,7 @@ class SAC:
             "log_alpha": self.log_alpha.detach().clone(),
             "opt": self.opt.state_dict(),
             "scaler": self.scaler.state_dict(),
+            "nonfinite_steps": self.nonfinite_steps.clone(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -228,3 +208,4 @@ class SAC:
             self.log_alpha.copy_(state["log_alpha"])
         self.opt.load_state_dict(state["opt"])
         self.scaler.load_state_dict(state["scaler"])
+        self.nonfinite_steps.copy_(state["nonfinite_steps"])

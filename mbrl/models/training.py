@@ -16,7 +16,7 @@ from torch import Tensor
 
 from mbrl.config import ModelConfig
 from mbrl.models.dynamics import DynamicsModel
-from mbrl.nn import adam
+from mbrl.nn import GuardedStep, adam
 
 
 class ModelTrainer:
@@ -29,6 +29,7 @@ class ModelTrainer:
         self.opt = adam(model.density.parameters(), cfg.lr, cfg.weight_decay, decoupled=True)
         self.amp_dtype = {"off": None, "bf16": torch.bfloat16, "fp16": torch.float16}[amp]
         self.scaler = torch.amp.GradScaler(model.device.type, enabled=amp == "fp16")
+        self._step = GuardedStep(self.opt, self.scaler)  # a non-finite batch is skipped
         self.fits = 0
         self._train_rows = 0
         self._loss: Callable[[Tensor, Tensor], tuple[Tensor, Tensor]] = self._batch_loss
@@ -93,10 +94,7 @@ class ModelTrainer:
         for i in range(0, n, self.cfg.batch_size):
             idx = order[:, i : i + self.cfg.batch_size]  # [E, b]
             loss, nll = self._loss(x[idx], y[idx])
-            self.opt.zero_grad(set_to_none=True)
-            self.scaler.scale(loss).backward()
-            self.scaler.step(self.opt)
-            self.scaler.update()
+            self._step(loss)
             total = total + nll.detach().mean()
             steps += 1
         return total / max(steps, 1)
@@ -105,9 +103,7 @@ class ModelTrainer:
         """Loss of one minibatch [E, b, ...] per member, and the per-member NLL [E]."""
         with self._autocast():
             nll = -self.model.dist(xb).log_prob(yb).mean(dim=1)  # [E]
-        loss = nll.sum() + self.model.regularizer()
-        # A non-finite batch contributes nothing instead of poisoning the weights.
-        return torch.where(torch.isfinite(loss), loss, torch.zeros_like(loss)), nll
+        return nll.sum() + self.model.regularizer(), nll
 
     @torch.no_grad()
     def holdout_nll(self, x: Tensor, y: Tensor) -> Tensor:
@@ -155,12 +151,19 @@ class ModelTrainer:
             "model/fit_seconds": time.perf_counter() - start,
             "model/holdout_rows": int(xh.shape[0]),
             "model/train_rows": int(self._train_rows),
+            "model/nonfinite_steps": self._step.skipped,
         }
 
     def state_dict(self) -> dict[str, Any]:
-        return {"opt": self.opt.state_dict(), "scaler": self.scaler.state_dict(), "fits": self.fits}
+        return {
+            "opt": self.opt.state_dict(),
+            "scaler": self.scaler.state_dict(),
+            "fits": self.fits,
+            "nonfinite_steps": self._step.skipped.clone(),
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.opt.load_state_dict(state["opt"])
         self.scaler.load_state_dict(state["scaler"])
         self.fits = state["fits"]
+        self._step.skipped.copy_(state["nonfinite_steps"])

@@ -1,0 +1,78 @@
+"""Whole-loop speed of two checkouts side by side: the benchmark's fixed short Hopper MBPO
+config, run alternately on the code in each folder (e.g. a `git worktree` of an older commit).
+
+    python scripts/loop_speed.py OLD_CHECKOUT NEW_CHECKOUT [--rounds 2] [--device cpu]
+
+Only ``Config`` and ``Trainer`` are used, so any FlowMBPO checkout since the MBPO loop works.
+Each run is a fresh process; prints env steps/s per run and the median ratio NEW / OLD.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+CHILD = """
+import json, os, sys, tempfile, time
+sys.path.insert(0, sys.argv[1])
+import torch
+torch.set_num_threads(1)
+from mbrl.config import Config
+from mbrl.trainer import Trainer
+cfg = Config()
+cfg.env.name, cfg.algorithm.name, cfg.device = "hopper", "mbpo", sys.argv[2]
+cfg.total_steps, cfg.mbpo.init_steps, cfg.mbpo.model_train_freq = 1000, 250, 250
+cfg.mbpo.updates_per_step, cfg.model.max_epochs = 5, 5
+cfg.rollout.batch_size, cfg.rollout.min_epoch, cfg.rollout.max_epoch = 20_000, 0, 0
+cfg.rollout.min_length = cfg.rollout.max_length = 1
+cfg.eval.every, cfg.eval.episodes = 1000, 1
+cfg.logger.every, cfg.logger.progress, cfg.logger.tensorboard = 250, False, False
+cfg.checkpoint.snapshots = False
+with tempfile.TemporaryDirectory() as tmp:
+    t0 = time.perf_counter()
+    Trainer(cfg, os.path.join(tmp, "run")).run()
+    print(json.dumps({"env_steps_per_s": cfg.total_steps / (time.perf_counter() - t0)}))
+"""
+
+
+def run(checkout: str, device: str) -> float:
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, os.path.abspath(checkout), device],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tempfile.gettempdir(),  # never import this folder's mbrl by accident
+    )
+    return float(json.loads(out.stdout.strip().splitlines()[-1])["env_steps_per_s"])
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("old")
+    p.add_argument("new")
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--device", default="cpu")
+    args = p.parse_args()
+    for path in (args.old, args.new):
+        if not os.path.isfile(os.path.join(path, "mbrl", "trainer.py")):
+            p.error(f"{path!r} is not a FlowMBPO checkout (no mbrl/trainer.py)")
+    ratios = []
+    for i in range(args.rounds):
+        t0 = time.perf_counter()
+        old, new = run(args.old, args.device), run(args.new, args.device)
+        ratios.append(new / old)
+        print(
+            f"round {i + 1}: old {old:.1f}, new {new:.1f} env steps/s, ratio {new / old:.2f}"
+            f" ({time.perf_counter() - t0:.0f} s)"
+        )
+    print(f"median ratio new/old: {statistics.median(ratios):.2f}")
+
+
+if __name__ == "__main__":
+    main()
