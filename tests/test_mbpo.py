@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 
+import pytest
 import torch
 
 from mbrl.checkpoint import load
@@ -118,3 +120,13 @@ def test_metrics_file_parses(tmp_path: str) -> None:
     with open(os.path.join(run, "metrics.jsonl"), encoding="utf-8") as f:
         for line in f:
             assert "step" in json.loads(line)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_compiled_run(tmp_path: str) -> None:
+    """compile=true on a GPU: SAC losses under CUDA graphs, the model-fit step compiled."""
+    run = os.path.join(tmp_path, "run")
+    cfg = mbpo_config(total_steps=300, device="cuda", compile=True)
+    assert math.isfinite(Trainer(cfg, run).run())
+    rows = [r for r in _rows(run) if "learner/q_loss" in r]
+    assert rows and all(math.isfinite(r["learner/q_loss"]) for r in rows)

@@ -129,8 +129,9 @@ class SAC:
         self._online: list[Tensor] = list(self.critic.parameters())
         self._target: list[Tensor] = list(self.critic_target.parameters())
         self._losses: Callable[..., tuple[Tensor, ...]] = self._compute_losses
+        self._graphs = compile and self.device.type == "cuda"
         if compile:
-            mode = "reduce-overhead" if self.device.type == "cuda" else None
+            mode = "reduce-overhead" if self._graphs else None
             self._losses = torch.compile(self._compute_losses, mode=mode, dynamic=False)
 
     def _autocast(self) -> AbstractContextManager[Any]:
@@ -151,6 +152,8 @@ class SAC:
     ) -> dict[str, Tensor]:
         """One gradient step on critics, actor and alpha. Returns detached scalar tensors."""
         obs = batch["obs"]
+        if self._graphs:  # each update is one step of the CUDA-graph tree
+            torch.compiler.cudagraph_mark_step_begin()
         noise = torch.randn((2, obs.shape[0], self.act_dim), generator=generator, device=obs.device)
         out = self._losses(
             obs, batch["act"], batch["rew"], batch["next_obs"], batch["terminated"], noise
@@ -158,7 +161,9 @@ class SAC:
         self._step(out[0] + out[1] + out[2])
         # Polyak averaging in place: target <- target + tau * (online - target).
         torch._foreach_lerp_(self._target, self._online, self.cfg.tau)
-        metrics = {k: v.detach() for k, v in zip(_METRICS, out, strict=True)}
+        # (Graph outputs are overwritten by the next replay: metrics kept past it are copies.)
+        keep = Tensor.clone if self._graphs else Tensor.detach
+        metrics = {k: keep(v.detach()) for k, v in zip(_METRICS, out, strict=True)}
         metrics["nonfinite_steps"] = self.nonfinite_steps
         return metrics
 
