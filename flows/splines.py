@@ -39,10 +39,17 @@ def params_per_dim(bins: int) -> int:
     return 3 * bins - 1
 
 
+def _softmax(logits: Tensor) -> Tensor:
+    """Softmax over a short last dim. Measured on 100 000 x 6 x 8 on the CPU: 40 ms, against
+    102 ms for ``F.softmax``, whose kernel vectorises along the (here 8-long) last dim."""
+    e = (logits - logits.amax(dim=-1, keepdim=True)).exp()
+    return e / e.sum(dim=-1, keepdim=True)
+
+
 def _cumulative(logits: Tensor, min_size: float, bound: float) -> Tensor:
     """Knot positions [..., K+1] from bin logits [..., K], spanning exactly [-B, B]."""
     bins = logits.shape[-1]
-    sizes = min_size + (1 - min_size * bins) * F.softmax(logits, dim=-1)
+    sizes = min_size + (1 - min_size * bins) * _softmax(logits)
     cum = F.pad(torch.cumsum(sizes, dim=-1), (1, 0)) * (2 * bound) - bound
     cum[..., 0], cum[..., -1] = -bound, bound  # exact ends despite rounding (as nflows)
     return cum
@@ -63,7 +70,9 @@ def _bin_of(
     cumw, cumh, derivs = _knots(w, h, d, bound)
     knots = (cumh if inverse else cumw).clone()
     knots[..., -1] += 1e-6  # nflows' searchsorted: the last knot gets an epsilon
-    idx = (torch.sum(v[..., None] >= knots, dim=-1) - 1)[..., None]
+    # The bin holding v: the number of knots <= v, minus one (searchsorted over the last dim;
+    # 21 ms against 35 ms for summing a comparison on 100 000 x 6 values on the CPU).
+    idx = torch.searchsorted(knots, v[..., None].contiguous(), right=True) - 1
 
     def at(t: Tensor) -> Tensor:
         return t.gather(-1, idx)[..., 0]
@@ -93,7 +102,9 @@ def rq_inverse(y: Tensor, w: Tensor, h: Tensor, d: Tensor, bound: float) -> tupl
     b = bh * d0 - dy * s
     c = -delta * dy
     disc = (b.square() - 4 * a * c).clamp_min(0.0)
-    root = (2 * c) / (-b - torch.sqrt(disc))
+    # theta lies in [0, 1] inside its bin; with extreme parameters fp32 cancellation can push
+    # the root out (seen: a 0.007-high bin), which would make num negative and the log NaN.
+    root = ((2 * c) / (-b - torch.sqrt(disc))).clamp(0.0, 1.0)
     t1t = root * (1 - root)
     denom = delta + s * t1t
     num = delta.square() * (d1 * root.square() + 2 * delta * t1t + d0 * (1 - root).square())
