@@ -252,6 +252,40 @@ def staging(b: Bench, pinned: bool, rows: int = 1000) -> float:
     return rows / b.median(run)
 
 
+# The whole-loop benchmark's fixed short Hopper MBPO run, as dotted config keys (also handed
+# to other checkouts by scripts/loop_speed.py, so it stays plain data).
+LOOP_SETTINGS: dict[str, Any] = {
+    "env.name": "hopper",
+    "algorithm.name": "mbpo",
+    "total_steps": 1000,
+    "mbpo.init_steps": 250,
+    "mbpo.model_train_freq": 250,
+    "mbpo.updates_per_step": 5,
+    "model.max_epochs": 5,
+    "rollout.batch_size": 20_000,
+    "rollout.min_epoch": 0,
+    "rollout.max_epoch": 0,
+    "rollout.min_length": 1,
+    "rollout.max_length": 1,
+    "eval.every": 1000,
+    "eval.episodes": 1,
+    "logger.every": 250,
+    "logger.progress": False,
+    "logger.tensorboard": False,
+    "checkpoint.snapshots": False,
+}
+
+
+def apply_settings(cfg: Any, settings: dict[str, Any]) -> None:
+    """Set dotted keys (``"rollout.batch_size"``) on a config object."""
+    for key, value in settings.items():
+        *parents, leaf = key.split(".")
+        node = cfg
+        for name in parents:
+            node = getattr(node, name)
+        setattr(node, leaf, value)
+
+
 def whole_loop(
     device: torch.device, run_dir: str, amp: str = "auto", compile: bool = False
 ) -> dict[str, float]:
@@ -259,15 +293,7 @@ def whole_loop(
     from mbrl.trainer import Trainer
 
     cfg = Config()
-    cfg.env.name, cfg.algorithm.name, cfg.device, cfg.amp = "hopper", "mbpo", device.type, amp
-    cfg.compile = compile
-    cfg.total_steps, cfg.mbpo.init_steps, cfg.mbpo.model_train_freq = 1000, 250, 250
-    cfg.mbpo.updates_per_step, cfg.model.max_epochs = 5, 5
-    cfg.rollout.batch_size, cfg.rollout.min_epoch, cfg.rollout.max_epoch = 20_000, 0, 0
-    cfg.rollout.min_length = cfg.rollout.max_length = 1
-    cfg.eval.every, cfg.eval.episodes = 1000, 1
-    cfg.logger.every, cfg.logger.progress, cfg.logger.tensorboard = 250, False, False
-    cfg.checkpoint.snapshots = False
+    apply_settings(cfg, {**LOOP_SETTINGS, "device": device.type, "amp": amp, "compile": compile})
     t0 = time.perf_counter()
     trainer = Trainer(cfg, run_dir)
     trainer.run()

@@ -3,7 +3,8 @@ config, run alternately on the code in each folder (e.g. a `git worktree` of an 
 
     python scripts/loop_speed.py OLD_CHECKOUT NEW_CHECKOUT [--rounds 2] [--device cpu]
 
-Only ``Config`` and ``Trainer`` are used, so any FlowMBPO checkout since the MBPO loop works.
+Only ``Config`` and ``Trainer`` are used (the settings travel as dotted keys), so any FlowMBPO
+checkout since the MBPO loop works.
 Each run is a fresh process; prints env steps/s per run and the median ratio NEW / OLD.
 """
 
@@ -18,6 +19,8 @@ import sys
 import tempfile
 import time
 
+from mbrl.bench import LOOP_SETTINGS
+
 CHILD = """
 import json, os, sys, tempfile, time
 sys.path.insert(0, sys.argv[1])
@@ -26,14 +29,12 @@ torch.set_num_threads(1)
 from mbrl.config import Config
 from mbrl.trainer import Trainer
 cfg = Config()
-cfg.env.name, cfg.algorithm.name, cfg.device = "hopper", "mbpo", sys.argv[2]
-cfg.total_steps, cfg.mbpo.init_steps, cfg.mbpo.model_train_freq = 1000, 250, 250
-cfg.mbpo.updates_per_step, cfg.model.max_epochs = 5, 5
-cfg.rollout.batch_size, cfg.rollout.min_epoch, cfg.rollout.max_epoch = 20_000, 0, 0
-cfg.rollout.min_length = cfg.rollout.max_length = 1
-cfg.eval.every, cfg.eval.episodes = 1000, 1
-cfg.logger.every, cfg.logger.progress, cfg.logger.tensorboard = 250, False, False
-cfg.checkpoint.snapshots = False
+for key, value in json.loads(sys.argv[2]).items():
+    *parents, leaf = key.split(".")
+    node = cfg
+    for name in parents:
+        node = getattr(node, name)
+    setattr(node, leaf, value)
 with tempfile.TemporaryDirectory() as tmp:
     t0 = time.perf_counter()
     Trainer(cfg, os.path.join(tmp, "run")).run()
@@ -42,8 +43,9 @@ with tempfile.TemporaryDirectory() as tmp:
 
 
 def run(checkout: str, device: str) -> float:
+    settings = json.dumps({**LOOP_SETTINGS, "device": device})
     out = subprocess.run(
-        [sys.executable, "-c", CHILD, os.path.abspath(checkout), device],
+        [sys.executable, "-c", CHILD, os.path.abspath(checkout), settings],
         capture_output=True,
         text=True,
         check=True,

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import torch
 
 from mbrl import bench
+from mbrl.config import Config
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_bench_functions_report_positive_rates() -> None:
@@ -18,3 +25,22 @@ def test_bench_functions_report_positive_rates() -> None:
     assert all(v > 0 for v in bench.buffer_rates(b).values())
     assert bench.env_steps(b, steps=50) > 0
     assert bench.gemm_flops(b, 64) > 0
+    assert 0 < sac["share_of_gemm"] < 2
+    assert bench.staging(b, pinned=True, rows=20) > 0
+    assert bench.acting_loop(b, "cpu", steps=2, updates=1) > 0
+
+
+def test_loop_settings_apply_to_the_config() -> None:
+    cfg = Config()
+    bench.apply_settings(cfg, bench.LOOP_SETTINGS)
+    assert cfg.rollout.batch_size == 20_000 and cfg.algorithm.name == "mbpo"
+    assert cfg.checkpoint.snapshots is False and cfg.total_steps == 1000
+
+
+def test_loop_speed_refuses_a_folder_that_is_no_checkout(tmp_path: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "scripts", "loop_speed.py"), str(tmp_path), ROOT],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2 and "is not a FlowMBPO checkout" in proc.stderr
