@@ -26,8 +26,11 @@ import json, os, sys, tempfile, time
 sys.path.insert(0, sys.argv[1])
 import torch
 torch.set_num_threads(1)
+import mbrl
 from mbrl.config import Config
 from mbrl.trainer import Trainer
+if not os.path.abspath(mbrl.__file__).startswith(sys.argv[1] + os.sep):
+    sys.exit(f"imported mbrl from {mbrl.__file__}, not from {sys.argv[1]}")
 cfg = Config()
 for key, value in json.loads(sys.argv[2]).items():
     *parents, leaf = key.split(".")
