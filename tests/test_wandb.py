@@ -6,6 +6,7 @@ from __future__ import annotations
 import glob
 import os
 import struct
+import time
 
 import pytest
 
@@ -50,6 +51,21 @@ def _history(run_dir: str) -> list[dict[str, str]]:
     return rows
 
 
+def _history_with_eval(run_dir: str, timeout: float = 60.0) -> list[dict[str, str]]:
+    """The history once it holds the evaluation row. wandb's service process writes the
+    offline file; on a loaded machine its last records can land after ``finish()`` returns."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            rows = _history(run_dir)
+        except Exception:  # a record still being written; the last try below raises
+            rows = []
+        if any("eval/return_mean" in r for r in rows):
+            return rows
+        time.sleep(0.5)
+    return _history(run_dir)
+
+
 def test_offline_run_holds_the_history(tmp_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
@@ -60,7 +76,7 @@ def test_offline_run_holds_the_history(tmp_path: str, monkeypatch: pytest.Monkey
         **{"logger.wandb": True, "logger.wandb_group": "tests", "logger.wandb_tags": ["ci"]},
     )
     Trainer(cfg, run).run()
-    history = _history(run)
+    history = _history_with_eval(run)
     evals = [h for h in history if "eval/return_mean" in h]
     assert [int(h["_step"]) for h in evals] == [200]
     assert any("learner/q_loss" in h for h in history)
