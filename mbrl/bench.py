@@ -237,17 +237,15 @@ def acting_loop(b: Bench, act_device: str, steps: int = 100, updates: int = 20) 
 def staging(b: Bench, pinned: bool, rows: int = 1000) -> float:
     """Rows/s of env transitions staged on the host and added to a device buffer."""
     buf = ReplayBuffer(10_000, transition_fields(OBS, ACT), b.device)
-    widths = {k: int(np.prod(v.shape[1:])) for k, v in buf.data.items()}
-    stager = HostStager(widths, b.device, pinned=pinned)
+    shapes = {k: tuple(v.shape[1:]) for k, v in buf.data.items()}
+    stager = HostStager(shapes, b.device, pinned=pinned)
     obs = np.random.default_rng(0).standard_normal(OBS)
     row: dict[str, np.ndarray | float | bool] = {"obs": obs, "act": obs[:ACT], "rew": 1.0}
     row |= {"next_obs": obs, "terminated": False, "truncated": False}
-    scalars = ("rew", "terminated", "truncated")
 
     def run() -> None:
         for _ in range(rows):
-            staged = stager.stage(row)
-            buf.add({k: v.squeeze(1) if k in scalars else v for k, v in staged.items()})
+            buf.add(stager.stage(row))
 
     return rows / b.median(run)
 

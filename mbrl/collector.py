@@ -33,8 +33,8 @@ class Collector:
         seed: int,
     ) -> None:
         self.env, self.buffer, self.device = env, buffer, act_device
-        widths = {k: int(np.prod(v.shape[1:])) for k, v in buffer.data.items()}
-        self.stager = HostStager(widths, buffer.device)
+        shapes = {k: tuple(v.shape[1:]) for k, v in buffer.data.items()}
+        self.stager = HostStager(shapes, buffer.device)
         obs, _ = env.reset(seed=seed)
         self._obs = obs
         self.envstep_count = 0
@@ -53,7 +53,7 @@ class Collector:
         act_t = policy(self.obs_tensor())
         action = act_t[0].float().cpu().numpy()  # sync-ok: the env needs the action on host
         next_obs, rew, terminated, truncated, _ = self.env.step(action)
-        row = self.stager.stage(
+        staged = self.stager.stage(
             {
                 "obs": self._obs,
                 "act": action,
@@ -63,7 +63,7 @@ class Collector:
                 "truncated": bool(truncated),
             }
         )
-        self.buffer.add({k: v.squeeze(1) if k in _SCALARS else v for k, v in row.items()})
+        self.buffer.add(staged)
         self.envstep_count += 1
         self._ep_return += float(rew)
         self._ep_len += 1
@@ -117,6 +117,3 @@ class Collector:
         self._ep_return, self._ep_len = state["ep_return"], state["ep_len"]
         self._finished = list(state["finished"])
         self._steps_at_clock = self.envstep_count
-
-
-_SCALARS = ("rew", "terminated", "truncated")  # [1] per row in the buffer, [1, 1] staged

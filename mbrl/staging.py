@@ -8,6 +8,7 @@ last copy has finished (a CUDA event, rarely waited on).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import numpy as np
@@ -18,27 +19,30 @@ from torch import Tensor
 class HostStager:
     def __init__(
         self,
-        widths: Mapping[str, int],
+        shapes: Mapping[str, tuple[int, ...]],
         device: torch.device,
         rows: int = 64,
         pinned: bool = True,
     ) -> None:
-        """``pinned=False`` (benchmarks only): pageable host rows, blocking copies."""
+        """``shapes``: each field's per-row shape (as a buffer's ``[capacity, *shape]`` fields).
+        ``pinned=False`` (benchmarks only): pageable host rows, blocking copies."""
         self.device = device
         self.cuda = device.type == "cuda"
         self.pinned = pinned and self.cuda
+        self.shapes = dict(shapes)
         self.slices: dict[str, slice] = {}
         start = 0
-        for name, width in widths.items():
-            self.slices[name] = slice(start, start + width)
-            start += width
+        for name, shape in self.shapes.items():
+            self.slices[name] = slice(start, start + math.prod(shape))
+            start += math.prod(shape)
         self.host = torch.zeros(rows, start, pin_memory=self.pinned)
         self._np = self.host.numpy()
         self._events: list[torch.cuda.Event | None] = [None] * rows
         self._next = 0
 
     def stage(self, values: Mapping[str, np.ndarray | float | bool]) -> dict[str, Tensor]:
-        """Pack ``values`` (field -> host value) into one row; returns [1, width] device views."""
+        """Pack ``values`` (field -> host value) into one row; returns [1, *shape] device views,
+        ready for ``ReplayBuffer.add``."""
         k = self._next
         self._next = (k + 1) % self.host.shape[0]
         event = self._events[k]
@@ -55,4 +59,4 @@ class HostStager:
             self._events[k] = event
         elif self.cuda:
             packed = packed.to(self.device)
-        return {name: packed[:, sl] for name, sl in self.slices.items()}
+        return {name: packed[:, sl].view(1, *self.shapes[name]) for name, sl in self.slices.items()}

@@ -10,7 +10,6 @@ from mbrl.buffer import ReplayBuffer, transition_fields
 from mbrl.staging import HostStager
 
 OBS, ACT = 3, 2
-SCALARS = ("rew", "terminated", "truncated")
 
 
 def _row(i: int) -> dict[str, np.ndarray | float | bool]:
@@ -27,12 +26,11 @@ def _row(i: int) -> dict[str, np.ndarray | float | bool]:
 
 def _fill(device: torch.device, pinned: bool, n: int) -> ReplayBuffer:
     buf = ReplayBuffer(16, transition_fields(OBS, ACT), device)
-    widths = {k: int(np.prod(v.shape[1:])) for k, v in buf.data.items()}
-    stager = HostStager(widths, device, rows=4, pinned=pinned)
+    shapes = {k: tuple(v.shape[1:]) for k, v in buf.data.items()}
+    stager = HostStager(shapes, device, rows=4, pinned=pinned)
     assert stager.host.is_pinned() == (pinned and device.type == "cuda")
     for i in range(n):  # more transitions than staging rows: rows are reused
-        staged = stager.stage(_row(i))
-        buf.add({k: v.squeeze(1) if k in SCALARS else v for k, v in staged.items()})
+        buf.add(stager.stage(_row(i)))
     return buf
 
 

@@ -41,9 +41,7 @@ class ActingPolicy:
         """obs [B, obs_dim] on ``self.device`` -> actions [B, act_dim] on ``self.device``."""
         if self.copy is None:
             return self.agent.act(obs, deterministic, generator)
-        if deterministic:
-            return torch.tanh(self.copy(obs)[0])
-        return self.copy.sample(obs, generator)[0]
+        return self.copy.act(obs, deterministic, generator)
 
     def step(self) -> None:
         """Called once per env step: refresh the copy every ``sync_every`` steps."""

@@ -54,6 +54,12 @@ class Actor(nn.Module):
         shape = (obs.shape[0], self.act_dim)
         return self.squash(obs, torch.randn(shape, generator=generator, device=obs.device))
 
+    def act(self, obs: Tensor, deterministic: bool, generator: torch.Generator | None) -> Tensor:
+        """Env actions [B, act_dim]: the squashed mean, or a sample."""
+        if deterministic:
+            return torch.tanh(self(obs)[0])
+        return self.sample(obs, generator)[0]
+
     def squash(self, obs: Tensor, noise: Tensor) -> tuple[Tensor, Tensor]:
         """``sample`` with the standard-normal ``noise`` [B, act_dim] given."""
         mean, log_std = self(obs)
@@ -143,9 +149,7 @@ class SAC:
     def act(self, obs: Tensor, deterministic: bool, generator: torch.Generator | None) -> Tensor:
         """obs [B, obs_dim] -> actions [B, act_dim] in [-1, 1]."""
         with self._autocast():
-            if deterministic:
-                return torch.tanh(self.actor(obs)[0])
-            return self.actor.sample(obs, generator)[0]
+            return self.actor.act(obs, deterministic, generator)
 
     def update(
         self, batch: dict[str, Tensor], generator: torch.Generator | None
