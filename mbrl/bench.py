@@ -100,18 +100,24 @@ def _batch(n: int, device: torch.device) -> dict[str, torch.Tensor]:
 
 
 def sac_update(
-    b: Bench, amp: str, compile: bool = False, batch_size: int = 256, updates: int = 50
+    b: Bench,
+    amp: str,
+    compile: bool = False,
+    grads: str = "analytic",
+    batch_size: int = 256,
+    updates: int = 50,
 ) -> dict[str, float]:
     """SAC updates/s (Hopper sizes, 256 x 256 networks), the FLOPs of one update, and its
     FLOP rate as a share of the GEMM rate measured alternately with it (256 and 1024 cubes;
     the faster one counts)."""
-    sac = SAC(OBS, ACT, SACConfig(batch_size=batch_size), b.device, amp, compile)
+    cfg = SACConfig(batch_size=batch_size, grads=grads)
+    sac = SAC(OBS, ACT, cfg, b.device, amp, compile)
     batch, gen = _batch(batch_size, b.device), torch.Generator(device=b.device).manual_seed(0)
     t0 = time.perf_counter()
     sac.update(batch, gen)  # (compiles, when asked to)
     first = time.perf_counter() - t0
     with FlopCounterMode(display=False) as counter:
-        SAC(OBS, ACT, SACConfig(batch_size=batch_size), b.device, amp).update(batch, gen)
+        SAC(OBS, ACT, cfg, b.device, amp).update(batch, gen)
     flops = float(counter.get_total_flops())
 
     def run() -> None:

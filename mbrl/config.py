@@ -63,6 +63,9 @@ class SACConfig:
     # actor, refreshed every act_sync_every env steps), auto (cpu when training on CUDA).
     act_device: str = "auto"
     act_sync_every: int = 10
+    # The update's gradients: analytic (written out by hand, fast) or autograd (for changing
+    # the losses; also used under amp=fp16, whose loss scaling runs in autograd's backward).
+    grads: str = "analytic"
 
 
 @dataclass
@@ -298,6 +301,7 @@ def _check_mbpo(c: Config) -> None:
 def _check_agent(a: SACConfig) -> None:
     _at_least("agent.batch_size", a.batch_size, 1, "a positive integer")
     _choice("agent.act_device", a.act_device, ACT_DEVICES)
+    _choice("agent.grads", a.grads, ("analytic", "autograd"))
     _at_least("agent.act_sync_every", a.act_sync_every, 1, "a positive number of env steps")
     if not a.hidden_sizes or min(a.hidden_sizes) < 1:
         raise ConfigError(f"agent.hidden_sizes={a.hidden_sizes!r}: need one or more widths >= 1")

@@ -46,13 +46,15 @@ def adam(
 
 
 class GuardedStep:
-    """zero_grad, backward and optimizer step, skipped on the device when the loss is not
-    finite: no host sync decides it. A fused optimizer skips through its ``found_inf`` input
-    (its moments and step count stay as they were); others get zeroed gradients. fp16's
-    GradScaler skips non-finite steps itself. ``skipped`` counts them (a device tensor)."""
+    """zero_grad, backward (or gradients given by the caller) and optimizer step, skipped on
+    the device when the loss is not finite: no host sync decides it. A fused optimizer skips
+    through its ``found_inf`` input (its moments and step count stay as they were); others get
+    zeroed gradients. fp16's GradScaler skips non-finite steps itself. ``skipped`` counts them
+    (a device tensor)."""
 
     def __init__(self, opt: torch.optim.Optimizer, scaler: torch.amp.GradScaler) -> None:
         self.opt, self.scaler = opt, scaler
+        self._params = [p for group in opt.param_groups for p in group["params"]]
         device = opt.param_groups[0]["params"][0].device
         self.skipped = torch.zeros((), dtype=torch.long, device=device)
         self._found_inf: torch.Tensor | None = None
@@ -60,11 +62,17 @@ class GuardedStep:
             self._found_inf = torch.zeros((), device=device)
             opt.found_inf = self._found_inf  # type: ignore[attr-defined]
 
-    def __call__(self, loss: torch.Tensor) -> None:
+    def __call__(self, loss: torch.Tensor, grads: Sequence[torch.Tensor] | None = None) -> None:
+        """``grads``: the loss's gradients in the order of the optimizer's parameters, when
+        the caller computed them; else autograd's backward does."""
         bad = ~torch.isfinite(loss.detach())
         self.skipped += bad
-        self.opt.zero_grad(set_to_none=True)
-        self.scaler.scale(loss).backward()
+        if grads is None:
+            self.opt.zero_grad(set_to_none=True)
+            self.scaler.scale(loss).backward()
+        else:
+            for p, g in zip(self._params, grads, strict=True):
+                p.grad = g
         if self._found_inf is not None:
             self._found_inf.copy_(bad)
         elif not self.scaler.is_enabled():

@@ -59,6 +59,7 @@ def run_all(b: bench.Bench, args: argparse.Namespace) -> dict[str, Any]:
         "gemm_flop_per_s": {n: bench.gemm_flops(b, n) for n in (256, 1024)},
     }
     sac = {f"amp={amp}": bench.sac_update(b, amp) for amp in amps}
+    sac["amp=off, autograd"] = bench.sac_update(b, "off", grads="autograd")
     fit = {
         f"{m}, amp={amp}": bench.model_fit(b, m, amp, args.fit_rows)
         for m in ("flow", "gaussian")

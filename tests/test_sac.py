@@ -112,6 +112,52 @@ def test_each_loss_moves_only_its_own_parameters(loss_index: int, net: str) -> N
     assert all(p.grad is None for p in others), "a loss reached another network's weights"
 
 
+@pytest.mark.parametrize(
+    "hidden,autotune", [([32, 32], True), ([16], True), ([8, 16, 8], False), ([32, 32], False)]
+)
+def test_analytic_gradients_match_autograd(hidden: list[int], autotune: bool) -> None:
+    """The hand-written gradients equal autograd's for the same loss, network depth and
+    batch (some transitions terminal), and so do the reported losses."""
+    torch.manual_seed(1)
+    sac = SAC(OBS, ACT, SACConfig(hidden_sizes=hidden, autotune=autotune, init_alpha=0.3))
+    b = _batch(2)
+    args = (b["obs"], b["act"], b["rew"], b["next_obs"], b["terminated"])
+    noise = torch.randn((2, B, ACT), generator=torch.Generator().manual_seed(4))
+    out, grads = sac._analytic_losses(*args, noise)
+    ref = sac._compute_losses(*args, noise)
+    params = [p for group in sac.opt.param_groups for p in group["params"]]
+    expected = torch.autograd.grad(ref[0] + ref[1] + ref[2], params)
+    assert len(grads) == len(params) == len(expected)
+    for p, g, e in zip(params, grads, expected, strict=True):
+        assert g.shape == p.shape and g.dtype == p.dtype
+        torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-6)
+    for value, want in zip(out, ref, strict=True):
+        torch.testing.assert_close(value, want.detach(), rtol=1e-5, atol=1e-6)
+
+
+def test_analytic_and_autograd_updates_stay_together() -> None:
+    torch.manual_seed(0)
+    fast = SAC(OBS, ACT, SACConfig(hidden_sizes=[32, 32], grads="analytic"))
+    torch.manual_seed(0)
+    slow = SAC(OBS, ACT, SACConfig(hidden_sizes=[32, 32], grads="autograd"))
+    assert fast.analytic and not slow.analytic
+    for seed in range(5):
+        a = fast.update(_batch(seed), torch.Generator().manual_seed(seed))
+        b = slow.update(_batch(seed), torch.Generator().manual_seed(seed))
+        for key in a:
+            torch.testing.assert_close(a[key], b[key], rtol=1e-4, atol=1e-5)
+    for net in ("actor", "critic", "critic_target"):
+        pairs = zip(getattr(fast, net).parameters(), getattr(slow, net).parameters(), strict=True)
+        for p, q in pairs:
+            torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(fast.log_alpha, slow.log_alpha)
+
+
+def test_fp16_takes_the_autograd_path() -> None:
+    assert not SAC(OBS, ACT, SACConfig(hidden_sizes=[8]), amp="fp16").analytic
+    assert SAC(OBS, ACT, SACConfig(hidden_sizes=[8]), amp="bf16").analytic
+
+
 def test_update_never_syncs(host_reads: list[str]) -> None:
     sac = _sac()
     calls = host_reads
@@ -154,12 +200,16 @@ def test_state_dict_roundtrip_gives_identical_updates() -> None:
         assert torch.equal(ma[key], mb[key])
 
 
-@pytest.mark.parametrize("amp", ["bf16", "fp16"])
-def test_amp_update_is_finite_and_moves(amp: str) -> None:
-    sac = SAC(OBS, ACT, SACConfig(hidden_sizes=[32, 32]), amp=amp)
-    metrics = sac.update(_batch(), torch.Generator().manual_seed(0))
+@pytest.mark.parametrize("amp,grads", [("bf16", "analytic"), ("bf16", "autograd"), ("fp16", "")])
+def test_amp_update_is_finite_and_moves(amp: str, grads: str) -> None:
+    cfg = SACConfig(hidden_sizes=[32, 32], grads=grads or "analytic")
+    sac = SAC(OBS, ACT, cfg, amp=amp)
+    before = copy.deepcopy(sac.critic.state_dict())
+    for seed in range(5):  # (fp16's loss scale starts high: its first steps may be skipped)
+        metrics = sac.update(_batch(seed), torch.Generator().manual_seed(seed))
     assert all(torch.isfinite(v) for v in metrics.values())
     assert sac.critic.net.layers[0].weight.dtype == torch.float32  # master weights stay fp32
+    assert not torch.equal(before["net.layers.1.weight"], sac.critic.net.layers[1].weight)
 
 
 def test_sac_solves_a_one_step_bandit() -> None:
@@ -190,8 +240,9 @@ def test_mlp_layers_are_plain_linear() -> None:
     assert isinstance(sac.actor.net[0], nn.Linear)
 
 
-def test_nonfinite_batch_is_contained(host_reads: list[str]) -> None:
-    sac = _sac()
+@pytest.mark.parametrize("grads", ["analytic", "autograd"])
+def test_nonfinite_batch_is_contained(host_reads: list[str], grads: str) -> None:
+    sac = _sac(grads=grads)
     bad = _batch()
     bad["rew"][3] = float("nan")
     before = copy.deepcopy(sac.critic.state_dict())
@@ -210,12 +261,14 @@ def test_nonfinite_batch_is_contained(host_reads: list[str]) -> None:
     assert all(torch.isfinite(p).all() for p in sac.critic.parameters())
 
 
-def test_compiled_update_matches_eager() -> None:
+@pytest.mark.parametrize("grads", ["analytic", "autograd"])
+def test_compiled_update_matches_eager(grads: str) -> None:
     """compile=True runs the same math through torch.compile (CPU inductor here)."""
+    cfg = SACConfig(hidden_sizes=[32, 32], grads=grads)
     torch.manual_seed(0)
-    eager = SAC(OBS, ACT, SACConfig(hidden_sizes=[32, 32]))
+    eager = SAC(OBS, ACT, cfg)
     torch.manual_seed(0)
-    compiled = SAC(OBS, ACT, SACConfig(hidden_sizes=[32, 32]), compile=True)
+    compiled = SAC(OBS, ACT, cfg, compile=True)
     for seed in range(3):
         a = eager.update(_batch(seed), torch.Generator().manual_seed(seed))
         b = compiled.update(_batch(seed), torch.Generator().manual_seed(seed))

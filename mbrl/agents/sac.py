@@ -18,10 +18,10 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from mbrl.agents.sac_grads import joint_grads, tanh_gaussian
 from mbrl.config import SACConfig
 from mbrl.nn import EnsembleLinear, EnsembleMLP, GuardedStep, adam, mlp
 
-_LOG2 = math.log(2.0)
 _METRICS = ("q_loss", "actor_loss", "alpha_loss", "alpha", "q_mean", "entropy")
 
 
@@ -36,18 +36,31 @@ class Actor(nn.Module):
         self.log_std_min, self.log_std_max = cfg.log_std_min, cfg.log_std_max
 
     def forward(self, obs: Tensor) -> tuple[Tensor, Tensor]:
-        # The same computation as self.net(obs) with in-place ReLUs and no per-layer module
-        # calls: the update's Python overhead is a large share of its time on a CPU.
-        h = obs
+        mean, raw = self.heads(self.hidden(obs)[-1])
+        return mean, self.log_std(torch.tanh(raw))
+
+    def hidden(self, obs: Tensor) -> list[Tensor]:
+        """The input and each hidden layer's output. The same computation as self.net with
+        in-place ReLUs and no per-layer module calls: Python overhead is a large share of an
+        update's time on a CPU."""
+        hs = [obs]
         for layer in self.linears[:-1]:
-            h = torch.relu_(nn.functional.linear(h, layer.weight, layer.bias))
+            hs.append(torch.mm(hs[-1], layer.weight.t()).add_(layer.bias).relu_())
+        return hs
+
+    def heads(self, h: Tensor) -> tuple[Tensor, Tensor]:
+        """Last hidden layer -> (mean, raw log-std) [B, act_dim] each."""
         last = self.linears[-1]
         mean, raw = nn.functional.linear(h, last.weight, last.bias).float().chunk(2, dim=-1)
+        return mean, raw
+
+    def log_std(self, tanh_raw: Tensor) -> Tensor:
         # Smooth squashing into [min, max] instead of a hard clamp (as CleanRL / SpinningUp).
-        log_std = self.log_std_min + 0.5 * (self.log_std_max - self.log_std_min) * (
-            torch.tanh(raw) + 1.0
-        )
-        return mean, log_std
+        return self.log_std_min + self.half_range * (tanh_raw + 1.0)
+
+    @property
+    def half_range(self) -> float:
+        return 0.5 * (self.log_std_max - self.log_std_min)
 
     def sample(self, obs: Tensor, generator: torch.Generator | None) -> tuple[Tensor, Tensor]:
         """Reparameterised action [B, act_dim] and its log-probability [B]."""
@@ -63,11 +76,8 @@ class Actor(nn.Module):
     def squash(self, obs: Tensor, noise: Tensor) -> tuple[Tensor, Tensor]:
         """``sample`` with the standard-normal ``noise`` [B, act_dim] given."""
         mean, log_std = self(obs)
-        u = mean + log_std.exp() * noise
-        # log N(u) - sum log(1 - tanh(u)^2), the latter in the stable form 2(log2 - u - sp(-2u)).
-        log_prob = (-0.5 * noise.square() - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
-        log_prob = log_prob - (2.0 * (_LOG2 - u - nn.functional.softplus(-2.0 * u))).sum(-1)
-        return torch.tanh(u), log_prob
+        action, log_prob, _ = tanh_gaussian(mean, log_std, noise)
+        return action, log_prob
 
 
 class TwinQ(nn.Module):
@@ -81,23 +91,34 @@ class TwinQ(nn.Module):
     def forward(self, obs: Tensor, act: Tensor, frozen: bool = False) -> Tensor:
         """``frozen``: weights as constants, gradients flow to ``act`` (and ``obs``) only."""
         x = torch.cat([obs, act], dim=-1).expand(2, -1, -1)
+        return self.activations(x, frozen)[-1].squeeze(-1).float()
+
+    def activations(self, x: Tensor, frozen: bool = False) -> list[Tensor]:
+        """x [2, N, obs+act] -> [x, each hidden layer's output, q [2, N, 1]]."""
+        hs = [x]
         layers = self.linears
         for i, layer in enumerate(layers):
             w: Tensor = layer.weight
             b: Tensor = layer.bias
             if frozen:
                 w, b = w.detach(), b.detach()
-            x = torch.baddbmm(b, x, w)
+            # bmm then the bias in place (not baddbmm, which first copies the bias into its
+            # output): compiled, the bias and the ReLU become one pass over the bmm's result.
+            x = torch.bmm(x, w).add_(b)
             if i < len(layers) - 1:
-                x = torch.relu_(x)  # (as self.net, in place: baddbmm keeps its inputs only)
-        return x.squeeze(-1).float()
+                x = torch.relu_(x)  # (as self.net, in place: bmm keeps its inputs only)
+            hs.append(x)
+        return hs
 
 
 class SAC:
     """The agent: networks, the optimizer and the update step.
 
-    ``compile=True`` runs the loss computation (forward and backward) through
-    ``torch.compile``; on CUDA with CUDA-graph capture (``mode="reduce-overhead"``).
+    The update's gradients are written out by hand (``cfg.grads="analytic"``,
+    ``mbrl.agents.sac_grads``) or taken by autograd (``"autograd"``, also used with fp16,
+    whose loss scaling lives in autograd's backward). ``compile=True`` runs the loss and
+    gradient computation through ``torch.compile``; on CUDA with CUDA-graph capture
+    (``mode="reduce-overhead"``).
     """
 
     def __init__(
@@ -134,11 +155,16 @@ class SAC:
         self.nonfinite_steps = self._step.skipped
         self._online: list[Tensor] = list(self.critic.parameters())
         self._target: list[Tensor] = list(self.critic_target.parameters())
-        self._losses: Callable[..., tuple[Tensor, ...]] = self._compute_losses
+        self.analytic = cfg.grads == "analytic" and amp != "fp16"
+        losses = self._analytic_losses if self.analytic else self._compute_losses
+        self._losses: Callable[..., Any] = losses
         self._graphs = compile and self.device.type == "cuda"
         if compile:
-            mode = "reduce-overhead" if self._graphs else None
-            self._losses = torch.compile(self._compute_losses, mode=mode, dynamic=False)
+            # CUDA: graph capture; CPU: a C++ wrapper calls the kernels (less overhead per call).
+            how: dict[str, Any] = (
+                {"mode": "reduce-overhead"} if self._graphs else {"options": {"cpp_wrapper": True}}
+            )
+            self._losses = torch.compile(losses, dynamic=False, **how)
 
     def _autocast(self) -> AbstractContextManager[Any]:
         if self.amp_dtype is None:
@@ -158,11 +184,11 @@ class SAC:
         obs = batch["obs"]
         if self._graphs:  # each update is one step of the CUDA-graph tree
             torch.compiler.cudagraph_mark_step_begin()
+        # noise[0] reparameterises the actor's loss, noise[1] the bootstrap target's action.
         noise = torch.randn((2, obs.shape[0], self.act_dim), generator=generator, device=obs.device)
-        out = self._losses(
-            obs, batch["act"], batch["rew"], batch["next_obs"], batch["terminated"], noise
-        )
-        self._step(out[0] + out[1] + out[2])
+        args = (obs, batch["act"], batch["rew"], batch["next_obs"], batch["terminated"], noise)
+        out, grads = self._losses(*args) if self.analytic else (self._losses(*args), None)
+        self._step(out[0] + out[1] + out[2], grads)
         # Polyak averaging in place: target <- target + tau * (online - target).
         torch._foreach_lerp_(self._target, self._online, self.cfg.tau)
         # (Graph outputs are overwritten by the next replay: metrics kept past it are copies.)
@@ -179,14 +205,20 @@ class SAC:
         alpha = self.log_alpha.detach().exp()
         with self._autocast():
             q = self.critic(obs, act)
-            new_act, log_prob = self.actor.squash(obs, noise[1])
+            new_act, log_prob = self.actor.squash(obs, noise[0])
             q_pi = self.critic(obs, new_act, frozen=True).min(dim=0).values
-        q_loss = (q - self._target_q(rew, next_obs, term, alpha, noise[0])).square()
+        q_loss = (q - self._target_q(rew, next_obs, term, alpha, noise[1])).square()
         q_loss = q_loss.mean(dim=1).sum()
         actor_loss = (alpha * log_prob - q_pi).mean()
         log_prob = log_prob.detach()
         alpha_loss = -(self.log_alpha * (log_prob + self.target_entropy)).mean()
         return q_loss, actor_loss, alpha_loss, alpha, q.detach().mean(), -log_prob.mean()
+
+    def _analytic_losses(
+        self, obs: Tensor, act: Tensor, rew: Tensor, next_obs: Tensor, term: Tensor, noise: Tensor
+    ) -> tuple[tuple[Tensor, ...], list[Tensor]]:
+        """``_compute_losses``' values and the gradients of their sum, by hand."""
+        return joint_grads(self, obs, act, rew, next_obs, term, noise)
 
     @torch.no_grad()
     def _target_q(

@@ -1,0 +1,125 @@
+"""SAC's joint loss and its gradients written out by hand.
+
+Autograd records and replays about 800 small operations per update; on a CPU their dispatch
+costs about as much as the matmuls themselves. Written out, the update is about 100 operations,
+and two pairs of passes share their matmuls: the actor runs once over [obs; next_obs], the
+critic once over [(obs, act); (obs, pi(obs))]. Only the first half's rows make the critic's
+weight gradients; the second half's gradient goes to the action alone, as the actor's loss
+treats the critic's weights as constants. ``SAC._compute_losses`` is the same loss for
+autograd, and tests/test_sac.py checks every gradient against it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import torch
+from torch import Tensor, nn
+
+from mbrl.nn import EnsembleLinear
+
+if TYPE_CHECKING:
+    from mbrl.agents.sac import SAC
+
+_LOG2 = math.log(2.0)
+
+
+@torch.no_grad()
+def joint_grads(
+    sac: SAC, obs: Tensor, act: Tensor, rew: Tensor, next_obs: Tensor, term: Tensor, noise: Tensor
+) -> tuple[tuple[Tensor, ...], list[Tensor]]:
+    """((q_loss, actor_loss, alpha_loss, alpha, q_mean, entropy), gradients of the three
+    losses' sum in the order of ``sac.opt``'s parameters: actor, critic, log_alpha)."""
+    with sac._autocast():  # (matmuls in the AMP dtype; gradients come out as fp32)
+        return _joint_grads(sac, obs, act, rew, next_obs, term, noise)
+
+
+def _joint_grads(
+    sac: SAC, obs: Tensor, act: Tensor, rew: Tensor, next_obs: Tensor, term: Tensor, noise: Tensor
+) -> tuple[tuple[Tensor, ...], list[Tensor]]:
+    n, actor = obs.shape[0], sac.actor
+    alpha = sac.log_alpha.detach().exp()
+    hs_actor = actor.hidden(torch.cat([obs, next_obs]))
+    mean, raw = actor.heads(hs_actor[-1])
+    tanh_raw = torch.tanh(raw)
+    action, log_prob, std = tanh_gaussian(mean, actor.log_std(tanh_raw), noise.flatten(0, 1))
+    pi, logp = action[:n], log_prob[:n]  # the actor's loss; [n:] makes the target
+    x_next = torch.cat([next_obs, action[n:]], -1).expand(2, -1, -1)
+    q_next = sac.critic_target.activations(x_next)[-1].squeeze(-1).float().amin(0)
+    x = torch.cat([torch.cat([obs, act], -1), torch.cat([obs, pi], -1)])
+    hs_critic = sac.critic.activations(x.expand(2, -1, -1))
+    # Only true terminations cut the bootstrap; time-limit truncations do not.
+    target = rew + sac.cfg.gamma * (~term).float() * (q_next - alpha * log_prob[n:])
+    q_all = hs_critic[-1].squeeze(-1).float()
+    q, (q_pi, argmin) = q_all[:, :n], q_all[:, n:].min(0)
+    error = q - target
+    alpha_grad = -(logp + sac.target_entropy).mean()
+    out = (
+        error.square().mean(1).sum(),
+        (alpha * logp - q_pi).mean(),
+        sac.log_alpha.detach() * alpha_grad,
+        alpha,
+        q.mean(),
+        -logp.mean(),
+    )
+    # d loss / d q: the critic's loss on the first half; the actor's on the second, through the
+    # min over the two critics (to the one that was smaller, as autograd's min does).
+    grad_pi = torch.zeros_like(q_all[:, n:]).scatter_(0, argmin.unsqueeze(0), -1.0 / n)
+    grad_q = torch.cat([error * (2.0 / n), grad_pi], 1).unsqueeze(-1)
+    critic_grads, grad_x = _critic_backward(sac.critic.linears, hs_critic, grad_q, n)
+    grad_pi_act = grad_x[:, :, obs.shape[1] :].sum(0)
+    # Back through a = tanh(u), u = mean + std * noise, log_std(tanh(raw)); d loss / d logp is
+    # alpha / n, and d logp / du = 2 tanh(u), d logp / d log_std = -1 (u's own terms aside).
+    d_logp = alpha / n
+    grad_u = grad_pi_act * (1.0 - pi.square()) + (2.0 * d_logp) * pi
+    grad_log_std = grad_u * std[:n] * noise[0] - d_logp
+    grad_raw = grad_log_std * actor.half_range * (1.0 - tanh_raw[:n].square())
+    actor_grads = _actor_backward(actor.linears, hs_actor, torch.cat([grad_u, grad_raw], -1), n)
+    alpha_grads = [alpha_grad] if sac.cfg.autotune else []
+    return out, actor_grads + critic_grads + alpha_grads
+
+
+def tanh_gaussian(mean: Tensor, log_std: Tensor, noise: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """(tanh(u), log-probability of it, std) for u = mean + std * noise."""
+    std = log_std.exp()
+    u = mean + std * noise
+    # log N(u) - sum log(1 - tanh(u)^2), the latter in the stable form 2(log2 - u - sp(-2u)).
+    log_prob = (-0.5 * noise.square() - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
+    log_prob = log_prob - (2.0 * (_LOG2 - u - nn.functional.softplus(-2.0 * u))).sum(-1)
+    return torch.tanh(u), log_prob, std
+
+
+def _critic_backward(
+    layers: Sequence[EnsembleLinear], hs: list[Tensor], grad: Tensor, n: int
+) -> tuple[list[Tensor], Tensor]:
+    """Weight and bias gradients [2, in, out], [2, 1, out] from rows [:n] of the batched
+    critic's activations ``hs``, and the gradient on its input for rows [n:]."""
+    grads: list[Tensor] = []
+    for i in reversed(range(len(layers))):
+        w = layers[i].weight
+        grads[:0] = [
+            torch.bmm(hs[i][:, :n].transpose(1, 2), grad[:, :n]).float(),
+            grad[:, :n].sum(1, keepdim=True).float(),
+        ]
+        if i > 0:
+            grad = _relu_backward(torch.bmm(grad, w.transpose(1, 2)), hs[i])
+    return grads, torch.bmm(grad[:, n:], w.transpose(1, 2))
+
+
+def _actor_backward(
+    layers: Sequence[nn.Linear], hs: list[Tensor], grad: Tensor, n: int
+) -> list[Tensor]:
+    """``nn.Linear`` weight and bias gradients from rows [:n] of the actor's activations."""
+    grads: list[Tensor] = []
+    for i in reversed(range(len(layers))):
+        grads[:0] = [torch.mm(grad.t(), hs[i][:n]).float(), grad.sum(0).float()]
+        if i > 0:
+            grad = _relu_backward(torch.mm(grad, layers[i].weight), hs[i][:n])
+    return grads
+
+
+def _relu_backward(grad: Tensor, out: Tensor) -> Tensor:
+    """ReLU's backward from its output: ``grad`` where ``out > 0``, else 0 (one kernel)."""
+    return torch.ops.aten.threshold_backward(grad, out, 0)
