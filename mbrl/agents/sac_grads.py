@@ -70,15 +70,32 @@ def _joint_grads(
     grad_q = torch.cat([error * (2.0 / n), grad_pi], 1).unsqueeze(-1)
     critic_grads, grad_x = _critic_backward(sac.critic.linears, hs_critic, grad_q, n)
     grad_pi_act = grad_x[:, :, obs.shape[1] :].sum(0)
-    # Back through a = tanh(u), u = mean + std * noise, log_std(tanh(raw)); d loss / d logp is
-    # alpha / n, and d logp / du = 2 tanh(u), d logp / d log_std = -1 (u's own terms aside).
-    d_logp = alpha / n
-    grad_u = grad_pi_act * (1.0 - pi.square()) + (2.0 * d_logp) * pi
-    grad_log_std = grad_u * std[:n] * noise[0] - d_logp
-    grad_raw = grad_log_std * actor.half_range * (1.0 - tanh_raw[:n].square())
-    actor_grads = _actor_backward(actor.linears, hs_actor, torch.cat([grad_u, grad_raw], -1), n)
+    # The actor's loss is mean(alpha * logp - q): d loss / d logp = alpha / n on every row.
+    grad_head = _tanh_gaussian_backward(
+        grad_pi_act, alpha / n, pi, std[:n], noise[0], tanh_raw[:n], actor.half_range
+    )
+    actor_grads = _actor_backward(actor.linears, hs_actor, grad_head, n)
     alpha_grads = [alpha_grad] if sac.cfg.autotune else []
     return out, actor_grads + critic_grads + alpha_grads
+
+
+def _tanh_gaussian_backward(
+    grad_action: Tensor,
+    grad_log_prob: Tensor,
+    action: Tensor,
+    std: Tensor,
+    noise: Tensor,
+    tanh_raw: Tensor,
+    half_range: float,
+) -> Tensor:
+    """Gradient on the actor's head output (mean, raw log-std) [n, 2 * act_dim] through
+    a = tanh(u), u = mean + std * noise, log_std = min + half_range * (tanh(raw) + 1), given
+    the gradients on a and on the log-probability (``tanh_gaussian``'s). With the noise fixed,
+    d logp / du = 2 tanh(u) (from the squashing term) and d logp / d log_std = -1."""
+    grad_u = grad_action * (1.0 - action.square()) + (2.0 * grad_log_prob) * action
+    grad_log_std = grad_u * std * noise - grad_log_prob
+    grad_raw = grad_log_std * half_range * (1.0 - tanh_raw.square())
+    return torch.cat([grad_u, grad_raw], -1)
 
 
 def tanh_gaussian(mean: Tensor, log_std: Tensor, noise: Tensor) -> tuple[Tensor, Tensor, Tensor]:
