@@ -1,10 +1,11 @@
 """Soft actor-critic: tanh-Gaussian actor, twin critics as one batched module, automatic
 entropy tuning, in-place Polyak target update. ``update`` returns detached tensors (no sync).
 
-One update is one forward pass, one backward pass and one fused optimizer step over all three
-losses, computed from the same parameters, as in the SAC used by MBPO (softlearning runs the
-critic, policy and alpha training ops together). The actor's loss sees the critic's weights as
-constants, so each loss only moves its own parameters.
+One update takes the gradients of all three losses, computed from the same parameters, and
+makes one fused optimizer step, as in the SAC used by MBPO (softlearning runs the critic, policy
+and alpha training ops together). The actor's loss sees the critic's weights as constants, so
+each loss only moves its own parameters. The gradients are written out by hand
+(``sac_grads.py``, the default) or taken by autograd from ``SAC._compute_losses``.
 """
 
 from __future__ import annotations
