@@ -1,12 +1,12 @@
 """SAC's joint loss and its gradients written out by hand.
 
 Autograd records and replays about 800 small operations per update; on a CPU their dispatch
-costs about as much as the matmuls themselves. Written out, the update is about 100 operations,
-and two pairs of passes share their matmuls: the actor runs once over [obs; next_obs], the
-critic once over [(obs, act); (obs, pi(obs))]. Only the first half's rows make the critic's
-weight gradients; the second half's gradient goes to the action alone, as the actor's loss
-treats the critic's weights as constants. ``SAC._compute_losses`` is the same loss for
-autograd, and tests/test_sac.py checks every gradient against it.
+costs about as much as the matmuls themselves. Written out, the update is about 100 operations:
+the actor runs once over [obs; next_obs]; the critic's pass on (obs, act) makes its weight
+gradients, and its pass on (obs, pi(obs)) only carries the actor's gradient back to the action,
+as the actor's loss treats the critic's weights as constants. ReLU's backward reads the layer's
+output, so no boolean masks are stored. ``SAC._compute_losses`` is the same loss for autograd,
+and tests/test_sac.py checks every gradient against it.
 """
 
 from __future__ import annotations
@@ -48,12 +48,13 @@ def _joint_grads(
     pi, logp = action[:n], log_prob[:n]  # the actor's loss; [n:] makes the target
     x_next = torch.cat([next_obs, action[n:]], -1).expand(2, -1, -1)
     q_next = sac.critic_target.activations(x_next)[-1].squeeze(-1).float().amin(0)
-    x = torch.cat([torch.cat([obs, act], -1), torch.cat([obs, pi], -1)])
-    hs_critic = sac.critic.activations(x.expand(2, -1, -1))
+    # (Two 256-row critic passes measured ~2 % faster than one over both halves: less memory.)
+    hs_critic = sac.critic.activations(torch.cat([obs, act], -1).expand(2, -1, -1))
+    hs_pi = sac.critic.activations(torch.cat([obs, pi], -1).expand(2, -1, -1))
     # Only true terminations cut the bootstrap; time-limit truncations do not.
     target = rew + sac.cfg.gamma * (~term).float() * (q_next - alpha * log_prob[n:])
-    q_all = hs_critic[-1].squeeze(-1).float()
-    q, (q_pi, argmin) = q_all[:, :n], q_all[:, n:].min(0)
+    q = hs_critic[-1].squeeze(-1).float()
+    q_pi, argmin = hs_pi[-1].squeeze(-1).float().min(0)
     error = q - target
     alpha_grad = -(logp + sac.target_entropy).mean()
     out = (
@@ -64,11 +65,11 @@ def _joint_grads(
         q.mean(),
         -logp.mean(),
     )
-    # d loss / d q: the critic's loss on the first half; the actor's on the second, through the
-    # min over the two critics (to the one that was smaller, as autograd's min does).
-    grad_pi = torch.zeros_like(q_all[:, n:]).scatter_(0, argmin.unsqueeze(0), -1.0 / n)
-    grad_q = torch.cat([error * (2.0 / n), grad_pi], 1).unsqueeze(-1)
-    critic_grads, grad_x = _critic_backward(sac.critic.linears, hs_critic, grad_q, n)
+    critic_grads = _critic_backward(sac.critic.linears, hs_critic, error * (2.0 / n))
+    # The actor's loss reaches q_pi through the min over the two critics: to the one that was
+    # smaller, as autograd's min does.
+    grad_pi = torch.zeros_like(q).scatter_(0, argmin.unsqueeze(0), -1.0 / n)
+    grad_x = _critic_input_grad(sac.critic.linears, hs_pi, grad_pi)
     grad_pi_act = grad_x[:, :, obs.shape[1] :].sum(0)
     # The actor's loss is mean(alpha * logp - q): d loss / d logp = alpha / n on every row.
     grad_head = _tanh_gaussian_backward(
@@ -109,20 +110,32 @@ def tanh_gaussian(mean: Tensor, log_std: Tensor, noise: Tensor) -> tuple[Tensor,
 
 
 def _critic_backward(
-    layers: Sequence[EnsembleLinear], hs: list[Tensor], grad: Tensor, n: int
-) -> tuple[list[Tensor], Tensor]:
-    """Weight and bias gradients [2, in, out], [2, 1, out] from rows [:n] of the batched
-    critic's activations ``hs``, and the gradient on its input for rows [n:]."""
+    layers: Sequence[EnsembleLinear], hs: list[Tensor], grad_q: Tensor
+) -> list[Tensor]:
+    """Weight and bias gradients [2, in, out], [2, 1, out] of the batched critic, given its
+    activations ``hs`` and the gradient on its output q [2, N]."""
     grads: list[Tensor] = []
+    grad = grad_q.unsqueeze(-1)
     for i in reversed(range(len(layers))):
-        w = layers[i].weight
         grads[:0] = [
-            torch.bmm(hs[i][:, :n].transpose(1, 2), grad[:, :n]).float(),
-            grad[:, :n].sum(1, keepdim=True).float(),
+            torch.bmm(hs[i].transpose(1, 2), grad).float(),
+            grad.sum(1, keepdim=True).float(),
         ]
         if i > 0:
-            grad = _relu_backward(torch.bmm(grad, w.transpose(1, 2)), hs[i])
-    return grads, torch.bmm(grad[:, n:], w.transpose(1, 2))
+            grad = _relu_backward(torch.bmm(grad, layers[i].weight.transpose(1, 2)), hs[i])
+    return grads
+
+
+def _critic_input_grad(
+    layers: Sequence[EnsembleLinear], hs: list[Tensor], grad_q: Tensor
+) -> Tensor:
+    """The gradient on the critic's input [2, N, in], the weights held constant."""
+    grad = grad_q.unsqueeze(-1)
+    for i in reversed(range(len(layers))):
+        grad = torch.bmm(grad, layers[i].weight.transpose(1, 2))
+        if i > 0:
+            grad = _relu_backward(grad, hs[i])
+    return grad
 
 
 def _actor_backward(
