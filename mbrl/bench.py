@@ -6,12 +6,13 @@ Every figure is a median over ``repeats`` timed runs after a warm-up, on the giv
 
 from __future__ import annotations
 
+import copy
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -25,6 +26,9 @@ from mbrl.envs import env_spec, make_env
 from mbrl.models import DynamicsModel, ModelTrainer
 from mbrl.rollout import rollout
 from mbrl.staging import HostStager
+
+if TYPE_CHECKING:
+    from mbrl.trainer import Trainer
 
 OBS, ACT = 11, 3  # Hopper
 
@@ -291,19 +295,43 @@ def apply_settings(cfg: Any, settings: dict[str, Any]) -> None:
 
 
 def whole_loop(
-    device: torch.device, run_dir: str, amp: str = "auto", compile: bool = False
-) -> dict[str, float]:
-    """Env steps/s of the real MBPO loop on a fixed short Hopper config (one run)."""
+    device: torch.device, run_dir: str, flush_denormal: bool = True
+) -> tuple[dict[str, float], Trainer]:
+    """Env steps/s of the real MBPO loop on a fixed short Hopper config (one run), and the
+    trainer after it."""
     from mbrl.trainer import Trainer
 
     cfg = Config()
-    apply_settings(cfg, {**LOOP_SETTINGS, "device": device.type, "amp": amp, "compile": compile})
+    apply_settings(cfg, {**LOOP_SETTINGS, "device": device.type, "flush_denormal": flush_denormal})
     t0 = time.perf_counter()
     trainer = Trainer(cfg, run_dir)
     trainer.run()
     wall = time.perf_counter() - t0
-    return {
+    result = {
         "env_steps_per_s": cfg.total_steps / wall,
         "wall_s": wall,
         **{f"{k}_s": v for k, v in trainer.timer.grand.items()},
     }
+    return result, trainer
+
+
+def trained_sac_update(b: Bench, trainer: Trainer, updates: int = 20) -> dict[str, float]:
+    """SAC updates/s of an agent trained by ``whole_loop`` (run with denormals kept), on MBPO
+    batches, from two copies of its state taken side by side: one with denormal floats flushed
+    to zero, one with them kept."""
+    assert trainer.mbpo is not None
+    cfg, agent, gen = trainer.cfg, trainer.agent, torch.Generator(device=b.device).manual_seed(0)
+    batches = [trainer.mbpo.batch(cfg.agent.batch_size, gen) for _ in range(updates)]
+    copies = {}
+    for flush in (True, False):
+        copies[flush] = SAC(OBS, ACT, cfg.agent, b.device, trainer.amp)
+        copies[flush].load_state_dict(copy.deepcopy(agent.state_dict()))
+
+    def run(flush: bool) -> None:
+        torch.set_flush_denormal(flush)
+        for batch in batches:
+            copies[flush].update(batch, gen)
+        torch.set_flush_denormal(True)
+
+    t = b.side_by_side({"flush": partial(run, True), "keep": partial(run, False)})
+    return {k: updates / statistics.median(v) for k, v in t.items()}

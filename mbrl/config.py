@@ -202,6 +202,7 @@ class Config:
     amp: str = "auto"  # auto (bf16 on a GPU that has it, else off) | off | bf16 | fp16
     compile: bool = False  # torch.compile the SAC losses and the model-fit step
     threads: int = 1  # torch intra-op threads per process; 0 keeps torch's default
+    flush_denormal: bool = True  # denormal floats -> 0 on the CPU (x86 computes on them slowly)
     resume: str | None = None  # a run folder to continue from its ckpt/last.pt
 
 

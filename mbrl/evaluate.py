@@ -17,7 +17,7 @@ from mbrl.checkpoint import CheckpointError, load
 from mbrl.config import Config, ConfigError, load_config
 from mbrl.envs import env_dims, make_env
 from mbrl.evaluator import Evaluator
-from mbrl.utils import resolve_device, set_threads
+from mbrl.utils import configure_cpu, resolve_device
 
 
 class EvaluateError(RuntimeError):
@@ -75,7 +75,7 @@ def evaluate(run_dir: str, which: str, episodes: int, seed: int) -> dict[str, fl
     if episodes < 1:
         raise EvaluateError(f"--episodes {episodes} is not allowed; it must be >= 1")
     cfg, state = load_run(run_dir, which)
-    set_threads(cfg.threads)
+    configure_cpu(cfg.threads, cfg.flush_denormal)
     device = resolve_device("cpu" if not torch.cuda.is_available() else cfg.device)
     agent = build_actor(cfg, state, device)
     evaluator = Evaluator(cfg.env.name, episodes, seed, device, cfg.env.max_episode_steps)

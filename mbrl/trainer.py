@@ -22,6 +22,7 @@ from mbrl.logger import Logger
 from mbrl.mbpo import MBPO
 from mbrl.timer import PhaseTimer
 from mbrl.utils import (
+    configure_cpu,
     make_generator,
     resolve_amp,
     resolve_device,
@@ -29,7 +30,6 @@ from mbrl.utils import (
     rss_mb,
     seed_everything,
     set_rng_state,
-    set_threads,
 )
 from mbrl.wandb_sink import WandbSink
 
@@ -39,7 +39,7 @@ class Trainer:
 
     def __init__(self, cfg: Config, run_dir: str) -> None:
         self.cfg, self.run_dir = cfg, run_dir
-        set_threads(cfg.threads)
+        configure_cpu(cfg.threads, cfg.flush_denormal)
         seed_everything(cfg.seed)
         self.device = resolve_device(cfg.device)
         env = make_env(cfg.env.name, cfg.env.max_episode_steps)

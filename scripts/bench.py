@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from mbrl import bench
-from mbrl.utils import resolve_amp, set_threads
+from mbrl.utils import configure_cpu, resolve_amp
 
 
 def main() -> None:
@@ -37,7 +37,7 @@ def main() -> None:
         p.error("--device cuda: torch sees no CUDA device here; use --device cpu")
     if args.repeats < 1 or args.fit_rows < 2 or args.rollout_batch < 1:
         p.error("--repeats, --fit-rows (>= 2) and --rollout-batch must be positive")
-    set_threads(args.threads)
+    configure_cpu(args.threads, flush_denormal=True)
     dev = torch.device(args.device)
     res = run_all(bench.Bench(dev, repeats=args.repeats), args)
     print_table(res)
@@ -85,7 +85,11 @@ def run_all(b: bench.Bench, args: argparse.Namespace) -> dict[str, Any]:
     res["env_steps_per_s"] = bench.env_steps(b)
     if not args.skip_loop:
         with tempfile.TemporaryDirectory() as tmp:
-            res["whole_loop"] = bench.whole_loop(dev, os.path.join(tmp, "run"))
+            # Denormals kept first: that run's trained agent is then timed both ways.
+            kept, trainer = bench.whole_loop(dev, os.path.join(tmp, "kept"), flush_denormal=False)
+            res["trained_sac_updates_per_s"] = bench.trained_sac_update(b, trainer)
+            res["whole_loop_denormals_kept"] = kept
+            res["whole_loop"] = bench.whole_loop(dev, os.path.join(tmp, "run"))[0]
     return res
 
 
@@ -111,10 +115,15 @@ def print_table(res: dict[str, Any]) -> None:
     for k, v in res.get("acting_env_steps_per_s", {}).items():
         print(f"{f'act + env step + 20 updates, act_device={k}':<48}{v:>12,.1f} env steps/s")
     print(f"{'Hopper env steps/s (raw env)':<48}{res['env_steps_per_s']:>12,.0f}")
-    if "whole_loop" in res:
-        w = res["whole_loop"]
-        name = "whole loop, fixed short Hopper MBPO config"
-        print(f"{name:<48}{w['env_steps_per_s']:>12.1f} env steps/s  ({w['wall_s']:.0f} s)")
+    for k, v in res.get("trained_sac_updates_per_s", {}).items():
+        how = "flushed" if k == "flush" else "kept"
+        name = f"SAC update, agent after the loop, denormals {how}"
+        print(f"{name:<48}{v:>14.1f} upd/s")
+    for key, how in (("whole_loop", "flushed"), ("whole_loop_denormals_kept", "kept")):
+        if key in res:
+            w = res[key]
+            name = f"whole loop, short Hopper MBPO, denormals {how}"
+            print(f"{name:<48}{w['env_steps_per_s']:>12.1f} env steps/s  ({w['wall_s']:.0f} s)")
 
 
 if __name__ == "__main__":

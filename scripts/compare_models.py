@@ -20,7 +20,7 @@ import torch
 from mbrl.checkpoint import load
 from mbrl.config import load_config
 from mbrl.models import DynamicsModel, ModelTrainer
-from mbrl.utils import set_threads
+from mbrl.utils import configure_cpu
 
 
 def main() -> None:
@@ -33,7 +33,7 @@ def main() -> None:
     parser.add_argument("--json", default=None, help="also write the results here")
     args = parser.parse_args()
     cfg = load_config(os.path.join(args.run_dir, "config.yaml"))
-    set_threads(cfg.threads)
+    configure_cpu(cfg.threads, cfg.flush_denormal)
     state = load(os.path.join(args.run_dir, "ckpt", "last.pt"), env_name=cfg.env.name)
     data = state["buffers"]["real"]["data"]
     obs_dim, act_dim = data["obs"].shape[1], data["act"].shape[1]

@@ -5,12 +5,22 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+from collections.abc import Iterator
 
 import pytest
 import torch
 
 torch.set_num_threads(1)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(autouse=True)
+def _keep_denormals() -> Iterator[None]:
+    """A Trainer turns on denormal flushing for the process (flush_denormal defaults to
+    true); each test starts and ends with torch's default."""
+    torch.set_flush_denormal(False)
+    yield
+    torch.set_flush_denormal(False)
 
 
 @pytest.fixture

@@ -135,3 +135,14 @@ def test_cuda_run_and_resume(amp: str, tmp_path: str) -> None:
     Trainer(tiny_config(total_steps=300, device="cuda", amp=amp, resume=run), run).run()
     state = load(os.path.join(run, "ckpt", "last.pt"))
     assert state["step"] == 300 and state["buffers"]["real"]["data"]["obs"].is_cpu
+
+
+@pytest.mark.parametrize("flush", [True, False])
+def test_trainer_applies_flush_denormal(flush: bool, tmp_path: str) -> None:
+    """flush_denormal=true makes this thread's float math treat denormals as zero."""
+    if not torch.set_flush_denormal(True):  # (the conftest fixture resets it)
+        pytest.skip("this CPU has no denormal flushing")
+    torch.set_flush_denormal(not flush)
+    Trainer(tiny_config(flush_denormal=flush), os.path.join(tmp_path, "run"))
+    tiny = torch.tensor([1e-40]) * 1.0  # denormal in fp32 (smallest normal: 1.2e-38)
+    assert (float(tiny[0]) == 0.0) == flush
