@@ -117,12 +117,12 @@ def print_table(res: dict[str, Any]) -> None:
     print(f"{'Hopper env steps/s (raw env)':<48}{res['env_steps_per_s']:>12,.0f}")
     for k, v in res.get("trained_sac_updates_per_s", {}).items():
         how = "flushed" if k == "flush" else "kept"
-        name = f"SAC update, agent after the loop, denormals {how}"
+        name = f"SAC update, loop-trained agent, denormals {how}"
         print(f"{name:<48}{v:>14.1f} upd/s")
     for key, how in (("whole_loop", "flushed"), ("whole_loop_denormals_kept", "kept")):
         if key in res:
             w = res[key]
-            name = f"whole loop, short Hopper MBPO, denormals {how}"
+            name = f"whole loop, Hopper MBPO, denormals {how}"
             print(f"{name:<48}{w['env_steps_per_s']:>12.1f} env steps/s  ({w['wall_s']:.0f} s)")
 
 
