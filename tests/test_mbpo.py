@@ -130,3 +130,17 @@ def test_cuda_compiled_run(tmp_path: str) -> None:
     assert math.isfinite(Trainer(cfg, run).run())
     rows = [r for r in _rows(run) if "learner/q_loss" in r]
     assert rows and all(math.isfinite(r["learner/q_loss"]) for r in rows)
+
+
+def test_bench_times_a_trained_agent_both_ways(tmp_path: str) -> None:
+    from mbrl.bench import Bench, trained_sac_update
+
+    trainer = Trainer(mbpo_config(total_steps=100), os.path.join(tmp_path, "run"))
+    trainer.run()
+    assert trainer.mbpo is not None
+    trainer.mbpo.model_phase(100, trainer.gens["train"], trainer.timer)
+    before = {k: v.clone() for k, v in trainer.agent.actor.state_dict().items()}
+    rates = trained_sac_update(Bench(torch.device("cpu"), repeats=1, warmup=0), trainer, 2)
+    assert set(rates) == {"flush", "keep"} and all(r > 0 for r in rates.values())
+    for key, value in trainer.agent.actor.state_dict().items():
+        assert torch.equal(value, before[key]), "the timed copies must not train the agent"
