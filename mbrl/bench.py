@@ -318,7 +318,7 @@ def whole_loop(
 def trained_sac_update(b: Bench, trainer: Trainer, updates: int = 20) -> dict[str, float]:
     """SAC updates/s of an agent trained by ``whole_loop`` (run with denormals kept), on MBPO
     batches, from two copies of its state taken side by side: one with denormal floats flushed
-    to zero, one with them kept."""
+    to zero, one with them kept. Leaves flushing on, as the bench runs."""
     assert trainer.mbpo is not None
     cfg, agent, gen = trainer.cfg, trainer.agent, torch.Generator(device=b.device).manual_seed(0)
     batches = [trainer.mbpo.batch(cfg.agent.batch_size, gen) for _ in range(updates)]
