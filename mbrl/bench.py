@@ -56,14 +56,17 @@ class Bench:
         if self.device.type == "cuda":
             torch.cuda.synchronize()
 
-    def side_by_side(self, fns: dict[str, Callable[[], Any]]) -> dict[str, list[float]]:
-        """Seconds per call of each fn, the fns taking turns within every repeat, so that a
-        slow spell of a shared machine hits all of them alike."""
+    def side_by_side(
+        self, fns: dict[str, Callable[[], Any]], rounds: int | None = None
+    ) -> dict[str, list[float]]:
+        """Seconds per call of each fn, the fns taking turns within every round (``repeats``
+        rounds unless given), so that a slow spell of a shared machine hits all of them
+        alike."""
         for fn in fns.values():
             for _ in range(self.warmup):
                 fn()
         times: dict[str, list[float]] = {k: [] for k in fns}
-        for _ in range(self.repeats):
+        for _ in range(self.repeats if rounds is None else rounds):
             for name, fn in fns.items():
                 self._sync()
                 t0 = time.perf_counter()
@@ -109,11 +112,13 @@ def sac_update(
     compile: bool = False,
     grads: str = "analytic",
     batch_size: int = 256,
-    updates: int = 50,
+    updates: int = 10,
 ) -> dict[str, float]:
     """SAC updates/s (Hopper sizes, 256 x 256 networks), the FLOPs of one update, and its
     FLOP rate as a share of the GEMM rate measured alternately with it (256 and 1024 cubes;
-    the faster one counts)."""
+    the faster one counts): the median over at least 20 rounds of ``updates`` updates and
+    the two GEMM blocks (~15 ms each). A shared machine's matmul rate swings by 2x within
+    seconds; short rounds pair each SAC block with GEMM blocks timed right after it."""
     cfg = SACConfig(batch_size=batch_size, grads=grads)
     sac = SAC(OBS, ACT, cfg, b.device, amp, compile)
     batch, gen = _batch(batch_size, b.device), torch.Generator(device=b.device).manual_seed(0)
@@ -130,7 +135,7 @@ def sac_update(
 
     g256, f256 = _gemm(256, b.device)
     g1024, f1024 = _gemm(1024, b.device)
-    t = b.side_by_side({"sac": run, "g256": g256, "g1024": g1024})
+    t = b.side_by_side({"sac": run, "g256": g256, "g1024": g1024}, max(4 * b.repeats, 20))
     shares = [
         flops * updates / s / max(f256 / a, f1024 / c)
         for s, a, c in zip(t["sac"], t["g256"], t["g1024"], strict=True)

@@ -17,7 +17,7 @@ from torch import Tensor
 from flows.coupled import CoupledFlows
 from mbrl.config import RewarderConfig
 from mbrl.models.dynamics import DynamicsModel
-from mbrl.nn import adam
+from mbrl.optim import adam
 
 
 def _quantiles(x: Tensor, prefix: str) -> dict[str, Tensor]:

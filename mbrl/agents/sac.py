@@ -21,7 +21,8 @@ from torch import Tensor, nn
 
 from mbrl.agents.sac_grads import joint_grads, tanh_gaussian
 from mbrl.config import SACConfig
-from mbrl.nn import EnsembleLinear, EnsembleMLP, GuardedStep, adam, mlp
+from mbrl.nn import EnsembleLinear, EnsembleMLP, mlp
+from mbrl.optim import GuardedStep, adam
 
 _METRICS = ("q_loss", "actor_loss", "alpha_loss", "alpha", "q_mean", "entropy")
 
@@ -152,7 +153,7 @@ class SAC:
         # fp16 gradients underflow without loss scaling; bf16 has fp32's exponent range.
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=amp == "fp16")
         # A non-finite loss must not reach the weights or Adam's moments: the step is skipped.
-        self._step = GuardedStep(self.opt, self.scaler)
+        self._step = GuardedStep(self.opt, self.scaler, direct=True)
         self.nonfinite_steps = self._step.skipped
         self._online: list[Tensor] = list(self.critic.parameters())
         self._target: list[Tensor] = list(self.critic_target.parameters())
@@ -249,5 +250,6 @@ class SAC:
         with torch.no_grad():
             self.log_alpha.copy_(state["log_alpha"])
         self.opt.load_state_dict(state["opt"])
+        self._step.sync()
         self.scaler.load_state_dict(state["scaler"])
         self.nonfinite_steps.copy_(state["nonfinite_steps"])

@@ -16,7 +16,7 @@ from torch import Tensor
 
 from mbrl.config import ModelConfig
 from mbrl.models.dynamics import DynamicsModel
-from mbrl.nn import GuardedStep, adam
+from mbrl.optim import GuardedStep, adam
 
 
 class ModelTrainer:

@@ -1,0 +1,198 @@
+"""Optimizers: fused Adam, a guarded step that skips non-finite losses without a host sync,
+and a direct fused-Adam step for updates small enough that ``torch.optim``'s Python shows."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+__all__ = ["FusedAdamStep", "GuardedStep", "adam"]
+
+
+def adam(
+    params: Iterable[nn.Parameter] | Iterable[torch.Tensor] | list[dict[str, Any]],
+    lr: float,
+    weight_decay: float = 0.0,
+    decoupled: bool = False,
+) -> torch.optim.Optimizer:
+    """Adam (or AdamW with ``decoupled``) with the fused implementation where torch has one.
+
+    Measured side by side on the 2-core CPU (SAC update, batch 256, 256x256): 13.6 ms with
+    torch's default per-tensor Adam, 11.1-11.7 ms fused.
+    """
+    cls = torch.optim.AdamW if decoupled else torch.optim.Adam
+    params = list(params)  # type: ignore[assignment]
+    try:
+        return cls(params, lr=lr, weight_decay=weight_decay, fused=True)
+    except (RuntimeError, ValueError):  # a device or dtype without a fused kernel
+        return cls(params, lr=lr, weight_decay=weight_decay)
+
+
+def direct_adam_supported(opt: torch.optim.Optimizer) -> bool:
+    """Whether ``FusedAdamStep`` can step ``opt``: a fused Adam/AdamW without amsgrad,
+    maximize or differentiable."""
+    d = opt.defaults
+    return (
+        isinstance(opt, torch.optim.Adam | torch.optim.AdamW)
+        and bool(d.get("fused"))
+        and not (d.get("amsgrad") or d.get("maximize") or d.get("differentiable"))
+    )
+
+
+class FusedAdamStep:
+    """``opt.step()`` for a fused Adam/AdamW, with the gradients passed in and without
+    ``torch.optim``'s per-step Python (state lookups, grouping by device and dtype): one
+    ``_fused_adam_`` kernel call per parameter group.
+
+    All parameters share one step-count tensor, as they always step together: the count is
+    one in-place add instead of two per-tensor loops (CPU foreach ops are Python-free but
+    still one small kernel per tensor). The optimizer's ``state`` holds that shared tensor,
+    and its ``state_dict`` gives each parameter its own copy, so that torch's Adam can load it
+    (torch increments every listed step tensor); call ``sync()`` after ``opt.load_state_dict``.
+
+    Measured on the 2-core CPU, SAC update at batch 256: 8.56 ms vs 9.28 ms through
+    ``opt.step()`` (median of 30 alternating rounds), bit-identical parameters.
+    """
+
+    def __init__(self, opt: torch.optim.Optimizer) -> None:
+        if not direct_adam_supported(opt):
+            raise ValueError(
+                f"FusedAdamStep needs a fused Adam/AdamW without amsgrad/maximize, got {opt!r}"
+            )
+        self.opt = opt
+        self._kernel = (
+            torch._fused_adamw_ if isinstance(opt, torch.optim.AdamW) else torch._fused_adam_
+        )
+        self.sync()
+        opt.register_state_dict_post_hook(_unshare_steps)
+
+    def sync(self) -> None:
+        """Create missing state and (re)share one step count among all parameters."""
+        params = [p for g in self.opt.param_groups for p in g["params"]]
+        steps = [self.opt.state[p]["step"] for p in params if "step" in self.opt.state[p]]
+        if steps and not all(torch.equal(steps[0], s) for s in steps):
+            raise ValueError("FusedAdamStep: the optimizer's parameters have different steps")
+        step = (
+            steps[0].to(params[0].device, torch.float32).clone()
+            if steps
+            else torch.zeros((), dtype=torch.float32, device=params[0].device)
+        )
+        for p in params:
+            state = self.opt.state[p]
+            if "exp_avg" not in state:
+                state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+            state["step"] = step
+        self.step_count, self._count = step, len(params)
+        self._lists = [
+            (
+                g,
+                list(g["params"]),
+                [self.opt.state[p]["exp_avg"] for p in g["params"]],
+                [self.opt.state[p]["exp_avg_sq"] for p in g["params"]],
+                [step] * len(g["params"]),
+            )
+            for g in self.opt.param_groups
+        ]
+
+    def __call__(
+        self, grads: Sequence[torch.Tensor], finite: torch.Tensor, found_inf: torch.Tensor
+    ) -> None:
+        """One step with ``grads`` in the order of the optimizer's parameters; skipped (state
+        and count unchanged) where the bool ``finite`` is False, which ``found_inf`` (float,
+        1.0 to skip) says to the kernels."""
+        if len(grads) != self._count:
+            raise ValueError(f"FusedAdamStep: {len(grads)} gradients for {self._count} parameters")
+        self.step_count.add_(finite)  # the kernels read the count after the increment
+        start = 0
+        for g, params, exp_avgs, exp_avg_sqs, steps in self._lists:
+            end = start + len(params)
+            self._kernel(
+                params,
+                list(grads[start:end]),
+                exp_avgs,
+                exp_avg_sqs,
+                [],
+                steps,
+                amsgrad=False,
+                lr=g["lr"],
+                beta1=g["betas"][0],
+                beta2=g["betas"][1],
+                weight_decay=g["weight_decay"],
+                eps=g["eps"],
+                maximize=False,
+                grad_scale=None,
+                found_inf=found_inf,
+            )
+            start = end
+
+
+def _unshare_steps(opt: torch.optim.Optimizer, state_dict: dict[str, Any]) -> dict[str, Any]:
+    for state in state_dict["state"].values():
+        if "step" in state:
+            state["step"] = state["step"].clone()
+    return state_dict
+
+
+class GuardedStep:
+    """zero_grad, backward (or gradients given by the caller) and optimizer step, skipped on
+    the device when the loss is not finite: no host sync decides it. A fused optimizer skips
+    through its ``found_inf`` input (its moments and step count stay as they were); others get
+    zeroed gradients. fp16's GradScaler skips non-finite steps itself. ``skipped`` counts them
+    (a device tensor).
+
+    ``direct=True`` steps a fused Adam through ``FusedAdamStep`` (when the optimizer is one and
+    no GradScaler is on); the optimizer must then be stepped only through this object, and
+    ``sync()`` called after loading its state."""
+
+    def __init__(
+        self, opt: torch.optim.Optimizer, scaler: torch.amp.GradScaler, direct: bool = False
+    ) -> None:
+        self.opt, self.scaler = opt, scaler
+        self._params = [p for group in opt.param_groups for p in group["params"]]
+        device = opt.param_groups[0]["params"][0].device
+        self.skipped = torch.zeros((), dtype=torch.long, device=device)
+        self._found_inf: torch.Tensor | None = None
+        self._direct: FusedAdamStep | None = None
+        if opt.defaults.get("fused") and not scaler.is_enabled():
+            self._found_inf = torch.zeros((), device=device)
+            if direct and direct_adam_supported(opt):
+                self._direct = FusedAdamStep(opt)
+            else:
+                opt.found_inf = self._found_inf  # type: ignore[attr-defined]
+
+    def sync(self) -> None:
+        """After ``opt.load_state_dict``: the direct step re-reads the optimizer's state."""
+        if self._direct is not None:
+            self._direct.sync()
+
+    def __call__(self, loss: torch.Tensor, grads: Sequence[torch.Tensor] | None = None) -> None:
+        """``grads``: the loss's gradients in the order of the optimizer's parameters, when
+        the caller computed them; else autograd's backward does."""
+        finite = torch.isfinite(loss.detach())
+        self.skipped += ~finite
+        if grads is None:
+            self.opt.zero_grad(set_to_none=True)
+            self.scaler.scale(loss).backward()
+        if self._direct is not None:
+            assert self._found_inf is not None
+            torch.logical_not(finite, out=self._found_inf)
+            if grads is None:
+                grads = [p.grad for p in self._params]
+            self._direct(grads, finite, self._found_inf)
+            return
+        if grads is not None:
+            for p, g in zip(self._params, grads, strict=True):
+                p.grad = g
+        if self._found_inf is not None:
+            torch.logical_not(finite, out=self._found_inf)
+        elif not self.scaler.is_enabled():
+            for group in self.opt.param_groups:
+                for p in group["params"]:
+                    if p.grad is not None:
+                        p.grad.copy_(torch.where(finite, p.grad, torch.zeros_like(p.grad)))
+        self.scaler.step(self.opt)
+        self.scaler.update()
