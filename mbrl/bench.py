@@ -114,40 +114,56 @@ def sac_update(
     batch_size: int = 256,
     updates: int = 10,
 ) -> dict[str, float]:
-    """SAC updates/s (Hopper sizes, 256 x 256 networks), the FLOPs of one update, and its
-    FLOP rate as a share of the GEMM rate measured alternately with it (256 and 1024 cubes;
-    the faster one counts): the median over at least 20 rounds of ``updates`` updates and
-    the two GEMM blocks (~15 ms each). A shared machine's matmul rate swings by 2x within
-    seconds; short rounds pair each SAC block with GEMM blocks timed right after it."""
-    cfg = SACConfig(batch_size=batch_size, grads=grads)
-    sac = SAC(OBS, ACT, cfg, b.device, amp, compile)
+    """``sac_updates`` for one setting."""
+    variant = {"amp": amp, "compile": compile, "grads": grads}
+    return sac_updates(b, {"one": variant}, batch_size, updates)["one"]
+
+
+def sac_updates(
+    b: Bench, variants: dict[str, dict[str, Any]], batch_size: int = 256, updates: int = 10
+) -> dict[str, dict[str, float]]:
+    """Per setting (``amp``, ``compile``, ``grads``): SAC updates/s (Hopper sizes, 256 x 256
+    networks), the FLOPs of one update, and its FLOP rate as a share of the GEMM rate (256
+    and 1024 cubes, the faster one counts). All settings and the two GEMM blocks (~15 ms
+    each) take turns within each of at least 20 rounds of ``updates`` updates; medians over
+    the rounds. A shared machine's matmul rate swings by 2x within seconds: short rounds pair
+    each SAC block with GEMM blocks timed right after it, and the settings with each other
+    (``time_vs_first``: the median per-round ratio of a setting's time to the first's)."""
     batch, gen = _batch(batch_size, b.device), torch.Generator(device=b.device).manual_seed(0)
-    t0 = time.perf_counter()
-    sac.update(batch, gen)  # (compiles, when asked to)
-    first = time.perf_counter() - t0
-    with FlopCounterMode(display=False) as counter:
-        SAC(OBS, ACT, cfg, b.device, amp).update(batch, gen)
-    flops = float(counter.get_total_flops())
-
-    def run() -> None:
-        for _ in range(updates):
-            sac.update(batch, gen)
-
+    runs: dict[str, Callable[[], None]] = {}
+    out: dict[str, dict[str, float]] = {}
+    for name, v in variants.items():
+        cfg = SACConfig(batch_size=batch_size, grads=v.get("grads", "analytic"))
+        sac = SAC(OBS, ACT, cfg, b.device, v["amp"], v.get("compile", False))
+        t0 = time.perf_counter()
+        sac.update(batch, gen)  # (compiles, when asked to)
+        first = time.perf_counter() - t0
+        with FlopCounterMode(display=False) as counter:
+            SAC(OBS, ACT, cfg, b.device, v["amp"]).update(batch, gen)
+        out[name] = {"flops_per_update": float(counter.get_total_flops()), "first_update_s": first}
+        runs[name] = partial(_updates, sac, batch, gen, updates)
     g256, f256 = _gemm(256, b.device)
     g1024, f1024 = _gemm(1024, b.device)
-    t = b.side_by_side({"sac": run, "g256": g256, "g1024": g1024}, max(4 * b.repeats, 20))
-    shares = [
-        flops * updates / s / max(f256 / a, f1024 / c)
-        for s, a, c in zip(t["sac"], t["g256"], t["g1024"], strict=True)
-    ]
-    per_s = updates / statistics.median(t["sac"])
-    return {
-        "updates_per_s": per_s,
-        "flops_per_update": flops,
-        "flop_per_s": flops * per_s,
-        "share_of_gemm": statistics.median(shares),
-        "first_update_s": first,
-    }
+    t = b.side_by_side({**runs, "g256": g256, "g1024": g1024}, max(4 * b.repeats, 20))
+    gemm = [max(f256 / a, f1024 / c) for a, c in zip(t["g256"], t["g1024"], strict=True)]
+    first_name = next(iter(out))
+    for name, r in out.items():
+        flops = r["flops_per_update"] * updates
+        r["updates_per_s"] = updates / statistics.median(t[name])
+        r["flop_per_s"] = r["flops_per_update"] * r["updates_per_s"]
+        r["share_of_gemm"] = statistics.median(
+            flops / s / g for s, g in zip(t[name], gemm, strict=True)
+        )
+        # Paired per round against the first setting: robust to the machine's swings.
+        r["time_vs_first"] = statistics.median(
+            s / f for s, f in zip(t[name], t[first_name], strict=True)
+        )
+    return out
+
+
+def _updates(sac: SAC, batch: dict[str, torch.Tensor], gen: torch.Generator, n: int) -> None:
+    for _ in range(n):
+        sac.update(batch, gen)
 
 
 def _hopper_data(n: int, device: torch.device) -> dict[str, torch.Tensor]:

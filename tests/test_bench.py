@@ -30,6 +30,16 @@ def test_bench_functions_report_positive_rates() -> None:
     assert bench.acting_loop(b, "cpu", steps=2, updates=1) > 0
 
 
+def test_sac_settings_are_timed_side_by_side() -> None:
+    b = bench.Bench(torch.device("cpu"), repeats=1, warmup=0)
+    variants = {"default": {"amp": "off"}, "autograd": {"amp": "off", "grads": "autograd"}}
+    rows = bench.sac_updates(b, variants, batch_size=32, updates=1)
+    assert set(rows) == {"default", "autograd"}
+    assert rows["default"]["time_vs_first"] == 1.0 and rows["autograd"]["time_vs_first"] > 0
+    # The same losses: the hand-written gradients skip no matmul autograd makes at this size.
+    assert rows["default"]["flops_per_update"] <= rows["autograd"]["flops_per_update"]
+
+
 def test_loop_settings_apply_to_the_config() -> None:
     cfg = Config()
     bench.apply_settings(cfg, bench.LOOP_SETTINGS)

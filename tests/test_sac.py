@@ -10,6 +10,7 @@ from torch import nn
 from torch.distributions import Normal, TanhTransform, TransformedDistribution
 
 from mbrl.agents.sac import SAC
+from mbrl.agents.sac_grads import Fresh, Workspace
 from mbrl.config import SACConfig
 
 OBS, ACT, B = 5, 2, 32
@@ -152,6 +153,33 @@ def test_analytic_and_autograd_updates_stay_together() -> None:
         for p, q in pairs:
             torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(fast.log_alpha, slow.log_alpha)
+
+
+def test_workspace_update_equals_fresh_outputs() -> None:
+    """Reused matmul buffers change no result, also when the batch size changes between
+    updates, and they are reused rather than grown."""
+    torch.manual_seed(0)
+    reused = SAC(OBS, ACT, SACConfig(hidden_sizes=[32, 32]))
+    torch.manual_seed(0)
+    fresh = SAC(OBS, ACT, SACConfig(hidden_sizes=[32, 32]))
+    assert isinstance(reused.workspace, Workspace)
+    fresh.workspace = Fresh()
+    buffers = []
+    for seed, size in enumerate([B, B, B // 2, B]):
+        batch = {k: v[:size] for k, v in _batch(seed).items()}
+        a = reused.update(batch, torch.Generator().manual_seed(seed))
+        b = fresh.update(batch, torch.Generator().manual_seed(seed))
+        assert all(torch.equal(a[k], b[k]) for k in a)
+        buffers.append([t.data_ptr() for t in reused.workspace._bufs])
+    assert buffers[0] == buffers[1] and buffers[2] != buffers[1]
+    for p, q in zip(reused.critic.parameters(), fresh.critic.parameters(), strict=True):
+        assert torch.equal(p, q)
+    for p, q in zip(reused.actor.parameters(), fresh.actor.parameters(), strict=True):
+        assert torch.equal(p, q)
+    # (autocast has no out= variants: AMP runs take fresh outputs)
+    assert not isinstance(
+        SAC(OBS, ACT, SACConfig(hidden_sizes=[8]), amp="bf16").workspace, Workspace
+    )
 
 
 def test_fp16_takes_the_autograd_path() -> None:

@@ -19,11 +19,12 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from mbrl.agents.sac_grads import joint_grads, tanh_gaussian
+from mbrl.agents.sac_grads import Fresh, Workspace, joint_grads, tanh_gaussian
 from mbrl.config import SACConfig
 from mbrl.nn import EnsembleLinear, EnsembleMLP, mlp
 from mbrl.optim import GuardedStep, adam
 
+_FRESH = Fresh()
 _METRICS = ("q_loss", "actor_loss", "alpha_loss", "alpha", "q_mean", "entropy")
 
 
@@ -41,13 +42,13 @@ class Actor(nn.Module):
         mean, raw = self.heads(self.hidden(obs)[-1])
         return mean, self.log_std(torch.tanh(raw))
 
-    def hidden(self, obs: Tensor) -> list[Tensor]:
+    def hidden(self, obs: Tensor, ws: Fresh = _FRESH) -> list[Tensor]:
         """The input and each hidden layer's output. The same computation as self.net with
         in-place ReLUs and no per-layer module calls: Python overhead is a large share of an
-        update's time on a CPU."""
+        update's time on a CPU. ``ws``: where the matmuls write (``sac_grads.Workspace``)."""
         hs = [obs]
         for layer in self.linears[:-1]:
-            hs.append(torch.mm(hs[-1], layer.weight.t()).add_(layer.bias).relu_())
+            hs.append(ws.mm(hs[-1], layer.weight.t()).add_(layer.bias).relu_())
         return hs
 
     def heads(self, h: Tensor) -> tuple[Tensor, Tensor]:
@@ -95,8 +96,9 @@ class TwinQ(nn.Module):
         x = torch.cat([obs, act], dim=-1).expand(2, -1, -1)
         return self.activations(x, frozen)[-1].squeeze(-1).float()
 
-    def activations(self, x: Tensor, frozen: bool = False) -> list[Tensor]:
-        """x [2, N, obs+act] -> [x, each hidden layer's output, q [2, N, 1]]."""
+    def activations(self, x: Tensor, frozen: bool = False, ws: Fresh = _FRESH) -> list[Tensor]:
+        """x [2, N, obs+act] -> [x, each hidden layer's output, q [2, N, 1]]; ``ws``: where
+        the matmuls write (``sac_grads.Workspace``)."""
         hs = [x]
         layers = self.linears
         for i, layer in enumerate(layers):
@@ -106,7 +108,7 @@ class TwinQ(nn.Module):
                 w, b = w.detach(), b.detach()
             # bmm then the bias in place (not baddbmm, which first copies the bias into its
             # output): compiled, the bias and the ReLU become one pass over the bmm's result.
-            x = torch.bmm(x, w).add_(b)
+            x = ws.bmm(x, w).add_(b)
             if i < len(layers) - 1:
                 x = torch.relu_(x)  # (as self.net, in place: bmm keeps its inputs only)
             hs.append(x)
@@ -158,6 +160,10 @@ class SAC:
         self._online: list[Tensor] = list(self.critic.parameters())
         self._target: list[Tensor] = list(self.critic_target.parameters())
         self.analytic = cfg.grads == "analytic" and amp != "fp16"
+        # Reused matmul outputs pay off on a CPU; compiled graphs plan their own buffers and
+        # autocast has no out= variants.
+        reuse = self.device.type == "cpu" and self.amp_dtype is None and not compile
+        self.workspace = Workspace() if reuse else _FRESH
         losses = self._analytic_losses if self.analytic else self._compute_losses
         self._losses: Callable[..., Any] = losses
         self._graphs = compile and self.device.type == "cuda"

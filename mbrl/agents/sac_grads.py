@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor, nn
@@ -24,6 +24,62 @@ if TYPE_CHECKING:
     from mbrl.agents.sac import SAC
 
 _LOG2 = math.log(2.0)
+_threshold_backward: Any = torch.ops.aten.threshold_backward
+
+
+class Fresh:
+    """The update's matmuls and ReLU backwards with a new output tensor each call: what
+    torch.compile traces (inductor plans the graph's buffers itself), and what autocast
+    needs."""
+
+    def start(self) -> None:
+        """A new update begins."""
+
+    def mm(self, a: Tensor, b: Tensor) -> Tensor:
+        return torch.mm(a, b)
+
+    def bmm(self, a: Tensor, b: Tensor) -> Tensor:
+        return torch.bmm(a, b)
+
+    def relu_backward(self, grad: Tensor, out: Tensor) -> Tensor:
+        """ReLU's backward from its output: ``grad`` where ``out > 0``, else 0 (one kernel)."""
+        return _threshold_backward(grad, out, 0)
+
+
+class Workspace(Fresh):
+    """The same operations writing into buffers that are reused, in call order, by every
+    update (eager runs). On a CPU a freshly allocated output misses the cache on every line
+    it writes (and may be pages the kernel must fault in); a reused one is warm. Measured on
+    the 2-core CPU: the eager update at batch 256 takes 0.855x the time it takes with fresh
+    outputs (median of 30 alternating rounds, bit-identical results). The buffers hold one
+    update's intermediate values, so nothing returned may alias them past the next update:
+    the gradients are consumed by the optimizer step of the same update."""
+
+    def __init__(self) -> None:
+        self._bufs: list[Tensor] = []
+        self._next = 0
+
+    def start(self) -> None:
+        self._next = 0
+
+    def mm(self, a: Tensor, b: Tensor) -> Tensor:
+        return torch.mm(a, b, out=self._take((a.shape[0], b.shape[1]), a))
+
+    def bmm(self, a: Tensor, b: Tensor) -> Tensor:
+        return torch.bmm(a, b, out=self._take((a.shape[0], a.shape[1], b.shape[2]), a))
+
+    def relu_backward(self, grad: Tensor, out: Tensor) -> Tensor:
+        # In place: ``grad`` is always a matmul output of this update, needed only here.
+        return _threshold_backward.grad_input(grad, out, 0, grad_input=grad)
+
+    def _take(self, shape: tuple[int, ...], like: Tensor) -> Tensor:
+        i, self._next = self._next, self._next + 1
+        if i == len(self._bufs):
+            self._bufs.append(like.new_empty(shape))
+        buf = self._bufs[i]
+        if buf.shape != shape or buf.dtype != like.dtype or buf.device != like.device:
+            buf = self._bufs[i] = like.new_empty(shape)
+        return buf
 
 
 @torch.no_grad()
@@ -39,18 +95,19 @@ def joint_grads(
 def _joint_grads(
     sac: SAC, obs: Tensor, act: Tensor, rew: Tensor, next_obs: Tensor, term: Tensor, noise: Tensor
 ) -> tuple[tuple[Tensor, ...], list[Tensor]]:
-    n, actor = obs.shape[0], sac.actor
+    n, actor, ws = obs.shape[0], sac.actor, sac.workspace
+    ws.start()
     alpha = sac.log_alpha.detach().exp()
-    hs_actor = actor.hidden(torch.cat([obs, next_obs]))
+    hs_actor = actor.hidden(torch.cat([obs, next_obs]), ws)
     mean, raw = actor.heads(hs_actor[-1])
     tanh_raw = torch.tanh(raw)
     action, log_prob, std = tanh_gaussian(mean, actor.log_std(tanh_raw), noise.flatten(0, 1))
     pi, logp = action[:n], log_prob[:n]  # the actor's loss; [n:] makes the target
     x_next = torch.cat([next_obs, action[n:]], -1).expand(2, -1, -1)
-    q_next = sac.critic_target.activations(x_next)[-1].squeeze(-1).float().amin(0)
+    q_next = sac.critic_target.activations(x_next, ws=ws)[-1].squeeze(-1).float().amin(0)
     # (Two 256-row critic passes measured ~2 % faster than one over both halves: less memory.)
-    hs_critic = sac.critic.activations(torch.cat([obs, act], -1).expand(2, -1, -1))
-    hs_pi = sac.critic.activations(torch.cat([obs, pi], -1).expand(2, -1, -1))
+    hs_critic = sac.critic.activations(torch.cat([obs, act], -1).expand(2, -1, -1), ws=ws)
+    hs_pi = sac.critic.activations(torch.cat([obs, pi], -1).expand(2, -1, -1), ws=ws)
     # Only true terminations cut the bootstrap; time-limit truncations do not.
     target = rew + sac.cfg.gamma * (~term).float() * (q_next - alpha * log_prob[n:])
     q = hs_critic[-1].squeeze(-1).float()
@@ -65,17 +122,17 @@ def _joint_grads(
         q.mean(),
         -logp.mean(),
     )
-    critic_grads = _critic_backward(sac.critic.linears, hs_critic, error * (2.0 / n))
+    critic_grads = _critic_backward(sac.critic.linears, hs_critic, error * (2.0 / n), ws)
     # The actor's loss reaches q_pi through the min over the two critics: to the one that was
     # smaller, as autograd's min does.
     grad_pi = torch.zeros_like(q).scatter_(0, argmin.unsqueeze(0), -1.0 / n)
-    grad_x = _critic_input_grad(sac.critic.linears, hs_pi, grad_pi)
+    grad_x = _critic_input_grad(sac.critic.linears, hs_pi, grad_pi, ws)
     grad_pi_act = grad_x[:, :, obs.shape[1] :].sum(0)
     # The actor's loss is mean(alpha * logp - q): d loss / d logp = alpha / n on every row.
     grad_head = _tanh_gaussian_backward(
         grad_pi_act, alpha / n, pi, std[:n], noise[0], tanh_raw[:n], actor.half_range
     )
-    actor_grads = _actor_backward(actor.linears, hs_actor, grad_head, n)
+    actor_grads = _actor_backward(actor.linears, hs_actor, grad_head, n, ws)
     alpha_grads = [alpha_grad] if sac.cfg.autotune else []
     return out, actor_grads + critic_grads + alpha_grads
 
@@ -110,7 +167,7 @@ def tanh_gaussian(mean: Tensor, log_std: Tensor, noise: Tensor) -> tuple[Tensor,
 
 
 def _critic_backward(
-    layers: Sequence[EnsembleLinear], hs: list[Tensor], grad_q: Tensor
+    layers: Sequence[EnsembleLinear], hs: list[Tensor], grad_q: Tensor, ws: Fresh
 ) -> list[Tensor]:
     """Weight and bias gradients [2, in, out], [2, 1, out] of the batched critic, given its
     activations ``hs`` and the gradient on its output q [2, N]."""
@@ -118,38 +175,33 @@ def _critic_backward(
     grad = grad_q.unsqueeze(-1)
     for i in reversed(range(len(layers))):
         grads[:0] = [
-            torch.bmm(hs[i].transpose(1, 2), grad).float(),
+            ws.bmm(hs[i].transpose(1, 2), grad).float(),
             grad.sum(1, keepdim=True).float(),
         ]
         if i > 0:
-            grad = _relu_backward(torch.bmm(grad, layers[i].weight.transpose(1, 2)), hs[i])
+            grad = ws.relu_backward(ws.bmm(grad, layers[i].weight.transpose(1, 2)), hs[i])
     return grads
 
 
 def _critic_input_grad(
-    layers: Sequence[EnsembleLinear], hs: list[Tensor], grad_q: Tensor
+    layers: Sequence[EnsembleLinear], hs: list[Tensor], grad_q: Tensor, ws: Fresh
 ) -> Tensor:
     """The gradient on the critic's input [2, N, in], the weights held constant."""
     grad = grad_q.unsqueeze(-1)
     for i in reversed(range(len(layers))):
-        grad = torch.bmm(grad, layers[i].weight.transpose(1, 2))
+        grad = ws.bmm(grad, layers[i].weight.transpose(1, 2))
         if i > 0:
-            grad = _relu_backward(grad, hs[i])
+            grad = ws.relu_backward(grad, hs[i])
     return grad
 
 
 def _actor_backward(
-    layers: Sequence[nn.Linear], hs: list[Tensor], grad: Tensor, n: int
+    layers: Sequence[nn.Linear], hs: list[Tensor], grad: Tensor, n: int, ws: Fresh
 ) -> list[Tensor]:
     """``nn.Linear`` weight and bias gradients from rows [:n] of the actor's activations."""
     grads: list[Tensor] = []
     for i in reversed(range(len(layers))):
-        grads[:0] = [torch.mm(grad.t(), hs[i][:n]).float(), grad.sum(0).float()]
+        grads[:0] = [ws.mm(grad.t(), hs[i][:n]).float(), grad.sum(0).float()]
         if i > 0:
-            grad = _relu_backward(torch.mm(grad, layers[i].weight), hs[i][:n])
+            grad = ws.relu_backward(ws.mm(grad, layers[i].weight), hs[i][:n])
     return grads
-
-
-def _relu_backward(grad: Tensor, out: Tensor) -> Tensor:
-    """ReLU's backward from its output: ``grad`` where ``out > 0``, else 0 (one kernel)."""
-    return torch.ops.aten.threshold_backward(grad, out, 0)
