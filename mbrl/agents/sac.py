@@ -51,10 +51,12 @@ class Actor(nn.Module):
             hs.append(ws.mm(hs[-1], layer.weight.t()).add_(layer.bias).relu_())
         return hs
 
-    def heads(self, h: Tensor) -> tuple[Tensor, Tensor]:
+    def heads(self, h: Tensor, ws: Fresh = _FRESH) -> tuple[Tensor, Tensor]:
         """Last hidden layer -> (mean, raw log-std) [B, act_dim] each."""
         last = self.linears[-1]
-        mean, raw = nn.functional.linear(h, last.weight, last.bias).float().chunk(2, dim=-1)
+        # W @ h^T rather than h @ W^T: with 2 * act_dim outputs, ~2.5x faster on a CPU.
+        out = ws.mm(last.weight, h.t()).add_(last.bias.unsqueeze(1)).t()
+        mean, raw = out.float().chunk(2, dim=-1)
         return mean, raw
 
     def log_std(self, tanh_raw: Tensor) -> Tensor:

@@ -39,6 +39,8 @@ class Fresh:
         return torch.mm(a, b)
 
     def bmm(self, a: Tensor, b: Tensor) -> Tensor:
+        if a.shape[-1] == 1:  # an outer product: a broadcast multiply is exact and faster
+            return torch.mul(a, b)
         return torch.bmm(a, b)
 
     def relu_backward(self, grad: Tensor, out: Tensor) -> Tensor:
@@ -66,7 +68,10 @@ class Workspace(Fresh):
         return torch.mm(a, b, out=self._take((a.shape[0], b.shape[1]), a))
 
     def bmm(self, a: Tensor, b: Tensor) -> Tensor:
-        return torch.bmm(a, b, out=self._take((a.shape[0], a.shape[1], b.shape[2]), a))
+        out = self._take((a.shape[0], a.shape[1], b.shape[2]), a)
+        if a.shape[-1] == 1:
+            return torch.mul(a, b, out=out)
+        return torch.bmm(a, b, out=out)
 
     def relu_backward(self, grad: Tensor, out: Tensor) -> Tensor:
         # In place: ``grad`` is always a matmul output of this update, needed only here.
@@ -99,7 +104,7 @@ def _joint_grads(
     ws.start()
     alpha = sac.log_alpha.detach().exp()
     hs_actor = actor.hidden(torch.cat([obs, next_obs]), ws)
-    mean, raw = actor.heads(hs_actor[-1])
+    mean, raw = actor.heads(hs_actor[-1], ws)
     tanh_raw = torch.tanh(raw)
     action, log_prob, std = tanh_gaussian(mean, actor.log_std(tanh_raw), noise.flatten(0, 1))
     pi, logp = action[:n], log_prob[:n]  # the actor's loss; [n:] makes the target
@@ -126,8 +131,7 @@ def _joint_grads(
     # The actor's loss reaches q_pi through the min over the two critics: to the one that was
     # smaller, as autograd's min does.
     grad_pi = torch.zeros_like(q).scatter_(0, argmin.unsqueeze(0), -1.0 / n)
-    grad_x = _critic_input_grad(sac.critic.linears, hs_pi, grad_pi, ws)
-    grad_pi_act = grad_x[:, :, obs.shape[1] :].sum(0)
+    grad_pi_act = _critic_input_grad(sac.critic.linears, hs_pi, grad_pi, ws, obs.shape[1]).sum(0)
     # The actor's loss is mean(alpha * logp - q): d loss / d logp = alpha / n on every row.
     grad_head = _tanh_gaussian_backward(
         grad_pi_act, alpha / n, pi, std[:n], noise[0], tanh_raw[:n], actor.half_range
@@ -184,12 +188,14 @@ def _critic_backward(
 
 
 def _critic_input_grad(
-    layers: Sequence[EnsembleLinear], hs: list[Tensor], grad_q: Tensor, ws: Fresh
+    layers: Sequence[EnsembleLinear], hs: list[Tensor], grad_q: Tensor, ws: Fresh, first: int
 ) -> Tensor:
-    """The gradient on the critic's input [2, N, in], the weights held constant."""
+    """The gradient on the critic's inputs from column ``first`` on [2, N, in - first] (the
+    action's), the weights held constant."""
     grad = grad_q.unsqueeze(-1)
     for i in reversed(range(len(layers))):
-        grad = ws.bmm(grad, layers[i].weight.transpose(1, 2))
+        w = layers[i].weight if i > 0 else layers[0].weight[:, first:]
+        grad = ws.bmm(grad, w.transpose(1, 2))
         if i > 0:
             grad = ws.relu_backward(grad, hs[i])
     return grad
