@@ -3,6 +3,7 @@ each fast path (amp, compile, acting device, pinned staging) on and off side by 
 
     python scripts/bench.py [--device cpu|cuda] [--repeats 5] [--rollout-batch 100000]
                             [--fit-rows 10000] [--json PATH] [--skip-loop] [--skip-compile]
+                            [--sac-only]
 
 Medians over repeats after a warm-up, on this machine; prints a table and writes JSON.
 """
@@ -32,6 +33,7 @@ def main() -> None:
     p.add_argument("--json", default=None)
     p.add_argument("--skip-loop", action="store_true", help="skip the whole-loop run")
     p.add_argument("--skip-compile", action="store_true", help="skip the compile=true rows")
+    p.add_argument("--sac-only", action="store_true", help="only the GEMM and SAC update rows")
     args = p.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
         p.error("--device cuda: torch sees no CUDA device here; use --device cpu")
@@ -62,7 +64,9 @@ def run_all(b: bench.Bench, args: argparse.Namespace) -> dict[str, Any]:
     variants["amp=off, autograd"] = {"amp": "off", "grads": "autograd"}
     if not args.skip_compile:
         variants[f"amp={default_amp}, compile"] = {"amp": default_amp, "compile": True}
-    sac = bench.sac_updates(b, variants)
+    res["sac"] = bench.sac_updates(b, variants)
+    if args.sac_only:
+        return res
     fit = {
         f"{m}, amp={amp}": bench.model_fit(b, m, amp, args.fit_rows)
         for m in ("flow", "gaussian")
@@ -73,7 +77,7 @@ def run_all(b: bench.Bench, args: argparse.Namespace) -> dict[str, Any]:
             fit[f"{m}, amp={default_amp}, compile"] = bench.model_fit(
                 b, m, default_amp, args.fit_rows, compile=True
             )
-    res["sac"], res["model_fit_samples_per_s"] = sac, fit
+    res["model_fit_samples_per_s"] = fit
     res["rollout_transitions_per_s"] = {
         m: bench.model_rollout(b, m, args.rollout_batch) for m in ("flow", "gaussian")
     }
@@ -107,17 +111,18 @@ def print_table(res: dict[str, Any]) -> None:
             f" {r['time_vs_first']:.2f}x the first row's time; first update"
             f" {r['first_update_s']:.1f} s)"
         )
-    for k, v in res["model_fit_samples_per_s"].items():
+    for k, v in res.get("model_fit_samples_per_s", {}).items():
         print(f"{f'model fit, 7 members, {k}':<48}{v:>12,.0f} samples/s")
-    for k, v in res["rollout_transitions_per_s"].items():
+    for k, v in res.get("rollout_transitions_per_s", {}).items():
         print(f"{f'rollout, {k}':<48}{v:>12,.0f} transitions/s")
-    for k, v in res["buffer"].items():
+    for k, v in res.get("buffer", {}).items():
         print(f"{f'buffer {k}':<48}{v:>12,.0f}")
     for k, v in res.get("staging_rows_per_s", {}).items():
         print(f"{f'env transition staging, {k}':<48}{v:>12,.0f} rows/s")
     for k, v in res.get("acting_env_steps_per_s", {}).items():
         print(f"{f'act + env step + 20 updates, act_device={k}':<48}{v:>12,.1f} env steps/s")
-    print(f"{'Hopper env steps/s (raw env)':<48}{res['env_steps_per_s']:>12,.0f}")
+    if "env_steps_per_s" in res:
+        print(f"{'Hopper env steps/s (raw env)':<48}{res['env_steps_per_s']:>12,.0f}")
     for k, v in res.get("trained_sac_updates_per_s", {}).items():
         how = "flushed" if k == "flush" else "kept"
         name = f"SAC update, loop-trained agent, denormals {how}"

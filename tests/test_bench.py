@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -54,3 +55,16 @@ def test_loop_speed_refuses_a_folder_that_is_no_checkout(tmp_path: str) -> None:
         text=True,
     )
     assert proc.returncode == 2 and "is not a FlowMBPO checkout" in proc.stderr
+
+
+def test_bench_script_sac_only_writes_the_sac_rows(tmp_path: str) -> None:
+    out = os.path.join(tmp_path, "bench.json")
+    script = os.path.join(ROOT, "scripts", "bench.py")
+    args = ["--sac-only", "--skip-compile", "--repeats", "1", "--json", out]
+    proc = subprocess.run([sys.executable, script, *args], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    with open(out, encoding="utf-8") as f:
+        res = json.load(f)
+    assert set(res["sac"]) == {"amp=off", "amp=bf16", "amp=off, autograd"}
+    assert "model_fit_samples_per_s" not in res and "whole_loop" not in res
+    assert "% of GEMM" in proc.stdout and "x the first row's time" in proc.stdout
