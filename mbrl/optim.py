@@ -63,9 +63,8 @@ class FusedAdamStep:
                 f"FusedAdamStep needs a fused Adam/AdamW without amsgrad/maximize, got {opt!r}"
             )
         self.opt = opt
-        self._kernel = (
-            torch._fused_adamw_ if isinstance(opt, torch.optim.AdamW) else torch._fused_adam_
-        )
+        decoupled = isinstance(opt, torch.optim.AdamW) or opt.defaults.get("decoupled_weight_decay")
+        self._kernel = torch._fused_adamw_ if decoupled else torch._fused_adam_
         self.sync()
         opt.register_state_dict_post_hook(_unshare_steps)
 

@@ -16,13 +16,15 @@ def _model() -> nn.Module:
     return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
 
 
-def _opt(model: nn.Module, decoupled: bool) -> torch.optim.Optimizer:
+def _opt(model: nn.Module, decoupled: bool | str) -> torch.optim.Optimizer:
     # Two groups with their own learning rates and weight decay, as SAC's actor and critic.
     groups = [
         {"params": list(model[0].parameters()), "lr": 1e-2},
         {"params": list(model[2].parameters()), "lr": 3e-3, "weight_decay": 0.1},
     ]
-    return adam(groups, 1e-3, decoupled=decoupled)
+    if decoupled == "flag":  # Adam(decoupled_weight_decay=True) is AdamW under another name
+        return torch.optim.Adam(groups, lr=1e-3, fused=True, decoupled_weight_decay=True)
+    return adam(groups, 1e-3, decoupled=bool(decoupled))
 
 
 def _grads(model: nn.Module, seed: int) -> list[torch.Tensor]:
@@ -30,8 +32,8 @@ def _grads(model: nn.Module, seed: int) -> list[torch.Tensor]:
     return [torch.randn(p.shape, generator=g) for p in model.parameters()]
 
 
-@pytest.mark.parametrize("decoupled", [False, True])
-def test_direct_step_equals_torch_step(decoupled: bool) -> None:
+@pytest.mark.parametrize("decoupled", [False, True, "flag"])
+def test_direct_step_equals_torch_step(decoupled: bool | str) -> None:
     ref, mine = _model(), _model()
     ref_opt, opt = _opt(ref, decoupled), _opt(mine, decoupled)
     step = FusedAdamStep(opt)
