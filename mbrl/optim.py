@@ -86,6 +86,7 @@ class FusedAdamStep:
                 state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
             state["step"] = step
         self.step_count, self._count = step, len(params)
+        self._found_inf = torch.zeros((), device=step.device)
         self._lists = [
             (
                 g,
@@ -97,14 +98,12 @@ class FusedAdamStep:
             for g in self.opt.param_groups
         ]
 
-    def __call__(
-        self, grads: Sequence[torch.Tensor], finite: torch.Tensor, found_inf: torch.Tensor
-    ) -> None:
+    def __call__(self, grads: Sequence[torch.Tensor], finite: torch.Tensor) -> None:
         """One step with ``grads`` in the order of the optimizer's parameters; skipped (state
-        and count unchanged) where the bool ``finite`` is False, which ``found_inf`` (float,
-        1.0 to skip) says to the kernels."""
+        and count unchanged) where the 0-dim bool ``finite`` is False."""
         if len(grads) != self._count:
             raise ValueError(f"FusedAdamStep: {len(grads)} gradients for {self._count} parameters")
+        found_inf = torch.logical_not(finite, out=self._found_inf)  # the kernels' skip flag
         self.step_count.add_(finite)  # the kernels read the count after the increment
         start = 0
         for g, params, exp_avgs, exp_avg_sqs, steps in self._lists:
@@ -156,12 +155,11 @@ class GuardedStep:
         self.skipped = torch.zeros((), dtype=torch.long, device=device)
         self._found_inf: torch.Tensor | None = None
         self._direct: FusedAdamStep | None = None
-        if opt.defaults.get("fused") and not scaler.is_enabled():
+        if direct and direct_adam_supported(opt) and not scaler.is_enabled():
+            self._direct = FusedAdamStep(opt)
+        elif opt.defaults.get("fused") and not scaler.is_enabled():
             self._found_inf = torch.zeros((), device=device)
-            if direct and direct_adam_supported(opt):
-                self._direct = FusedAdamStep(opt)
-            else:
-                opt.found_inf = self._found_inf  # type: ignore[attr-defined]
+            opt.found_inf = self._found_inf  # type: ignore[attr-defined]
 
     def sync(self) -> None:
         """After ``opt.load_state_dict``: the direct step re-reads the optimizer's state."""
@@ -177,11 +175,9 @@ class GuardedStep:
             self.opt.zero_grad(set_to_none=True)
             self.scaler.scale(loss).backward()
         if self._direct is not None:
-            assert self._found_inf is not None
-            torch.logical_not(finite, out=self._found_inf)
             if grads is None:
                 grads = [p.grad for p in self._params]
-            self._direct(grads, finite, self._found_inf)
+            self._direct(grads, finite)
             return
         if grads is not None:
             for p, g in zip(self._params, grads, strict=True):

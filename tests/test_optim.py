@@ -43,7 +43,7 @@ def test_direct_step_equals_torch_step(decoupled: bool | str) -> None:
         for p, g in zip(ref.parameters(), grads, strict=True):
             p.grad = g.clone()
         ref_opt.step()
-        step(grads, finite, torch.zeros(()))
+        step(grads, finite)
     for p, q in zip(ref.parameters(), mine.parameters(), strict=True):
         assert torch.equal(p, q)
     for p, q in zip(ref.parameters(), mine.parameters(), strict=True):
@@ -55,9 +55,9 @@ def test_skipped_step_changes_nothing() -> None:
     model = _model()
     opt = _opt(model, False)
     step = FusedAdamStep(opt)
-    step(_grads(model, 0), torch.tensor(True), torch.zeros(()))
+    step(_grads(model, 0), torch.tensor(True))
     before = copy.deepcopy((model.state_dict(), opt.state_dict()))
-    step(_grads(model, 1), torch.tensor(False), torch.ones(()))
+    step(_grads(model, 1), torch.tensor(False))
     assert all(torch.equal(v, before[0][k]) for k, v in model.state_dict().items())
     for p, state in opt.state_dict()["state"].items():
         for key, value in state.items():
@@ -72,7 +72,7 @@ def test_state_dict_round_trip_continues_identically() -> None:
     a = _model()
     opt_a = _opt(a, False)
     step_a = FusedAdamStep(opt_a)
-    step_a(_grads(a, 0), torch.tensor(True), torch.zeros(()))
+    step_a(_grads(a, 0), torch.tensor(True))
     saved = copy.deepcopy((a.state_dict(), opt_a.state_dict()))
     b, c = _model(), _model()
     b.load_state_dict(saved[0])
@@ -82,8 +82,8 @@ def test_state_dict_round_trip_continues_identically() -> None:
     opt_c.load_state_dict(copy.deepcopy(saved[1]))
     step_b = FusedAdamStep(opt_b)
     for seed in (1, 2):
-        step_a(_grads(a, seed), torch.tensor(True), torch.zeros(()))
-        step_b(_grads(b, seed), torch.tensor(True), torch.zeros(()))
+        step_a(_grads(a, seed), torch.tensor(True))
+        step_b(_grads(b, seed), torch.tensor(True))
         for p, g in zip(c.parameters(), _grads(c, seed), strict=True):
             p.grad = g
         opt_c.step()
@@ -113,4 +113,4 @@ def test_unsupported_optimizers_and_gradient_counts_are_refused() -> None:
         FusedAdamStep(torch.optim.SGD(model.parameters(), lr=0.1))
     step = FusedAdamStep(_opt(model, False))
     with pytest.raises(ValueError, match="3 gradients for 4 parameters"):
-        step(_grads(model, 0)[:3], torch.tensor(True), torch.zeros(()))
+        step(_grads(model, 0)[:3], torch.tensor(True))

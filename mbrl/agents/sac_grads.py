@@ -36,16 +36,21 @@ class Fresh:
         """A new update begins."""
 
     def mm(self, a: Tensor, b: Tensor) -> Tensor:
-        return torch.mm(a, b)
+        return torch.mm(a, b, out=self._out((a.shape[0], b.shape[1]), a))
 
     def bmm(self, a: Tensor, b: Tensor) -> Tensor:
+        out = self._out((a.shape[0], a.shape[1], b.shape[2]), a)
         if a.shape[-1] == 1:  # an outer product: a broadcast multiply is exact and faster
-            return torch.mul(a, b)
-        return torch.bmm(a, b)
+            return torch.mul(a, b, out=out)
+        return torch.bmm(a, b, out=out)
 
     def relu_backward(self, grad: Tensor, out: Tensor) -> Tensor:
         """ReLU's backward from its output: ``grad`` where ``out > 0``, else 0 (one kernel)."""
         return _threshold_backward(grad, out, 0)
+
+    def _out(self, shape: tuple[int, ...], like: Tensor) -> Tensor | None:
+        """Where the next output goes: None, a new tensor."""
+        return None
 
 
 class Workspace(Fresh):
@@ -64,20 +69,11 @@ class Workspace(Fresh):
     def start(self) -> None:
         self._next = 0
 
-    def mm(self, a: Tensor, b: Tensor) -> Tensor:
-        return torch.mm(a, b, out=self._take((a.shape[0], b.shape[1]), a))
-
-    def bmm(self, a: Tensor, b: Tensor) -> Tensor:
-        out = self._take((a.shape[0], a.shape[1], b.shape[2]), a)
-        if a.shape[-1] == 1:
-            return torch.mul(a, b, out=out)
-        return torch.bmm(a, b, out=out)
-
     def relu_backward(self, grad: Tensor, out: Tensor) -> Tensor:
         # In place: ``grad`` is always a matmul output of this update, needed only here.
         return _threshold_backward.grad_input(grad, out, 0, grad_input=grad)
 
-    def _take(self, shape: tuple[int, ...], like: Tensor) -> Tensor:
+    def _out(self, shape: tuple[int, ...], like: Tensor) -> Tensor:
         i, self._next = self._next, self._next + 1
         if i == len(self._bufs):
             self._bufs.append(like.new_empty(shape))
