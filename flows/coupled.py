@@ -6,7 +6,10 @@ Two unconditional flows p1, p2 over the same space; their log-density difference
     KL(Q || P) >= E_Q[x] - log E_P[exp x]      (tight at x = log dQ/dP + const)
 
 so minimising ``logsumexp(x(p_samples)) - log N - mean(x(q_samples))`` drives ``x`` towards
-``log(dQ/dP)``. Neither flow is a density estimate on its own; only the difference matters.
+``log(dQ/dP)`` up to an additive constant that the objective cannot see (the loss is the same
+for x and x + c). :meth:`CoupledFlows.calibrate` removes it: it sets ``offset`` so that
+``log E_P[exp x] = 0``, the normalisation every density ratio dQ/dP has (E_P[dQ/dP] = 1).
+Neither flow is a density estimate on its own; only the difference matters.
 """
 
 from __future__ import annotations
@@ -42,14 +45,25 @@ class CoupledFlows(nn.Module):
         self.p1 = EnsembleConditionalFlow(1, dim, 0, **kw)  # type: ignore[arg-type]
         self.p2 = EnsembleConditionalFlow(1, dim, 0, **kw)  # type: ignore[arg-type]
         self.dim = dim
+        self.offset: Tensor
+        self.register_buffer("offset", torch.zeros(()))  # set by calibrate()
 
     def forward(self, z: Tensor) -> Tensor:
-        """x(z) = log p1(z) - log p2(z); z: [B, dim] -> [B]."""
+        """x(z) = log p1(z) - log p2(z) - offset; z: [B, dim] -> [B]."""
         n = z.shape[0]
-        return self.p1(batch=n).log_prob(z)[0] - self.p2(batch=n).log_prob(z)[0]
+        return self.p1(batch=n).log_prob(z)[0] - self.p2(batch=n).log_prob(z)[0] - self.offset
 
     def dv_loss(self, p_samples: Tensor, q_samples: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """(loss, x on p_samples, x on q_samples); the optimum has x = log(dQ/dP) + const."""
         x_p, x_q = self(p_samples), self(q_samples)
         loss = torch.logsumexp(x_p, dim=0) - math.log(x_p.shape[0]) - x_q.mean()
         return loss, x_p, x_q
+
+    @torch.no_grad()
+    def calibrate(self, p_samples: Tensor, chunk: int = 8192) -> Tensor:
+        """Set ``offset`` so that log mean exp(x) = 0 on ``p_samples`` [N, dim] (samples of P);
+        returns the shift applied to x."""
+        xs = torch.cat([self(p_samples[i : i + chunk]) for i in range(0, len(p_samples), chunk)])
+        shift = torch.logsumexp(xs, dim=0) - math.log(xs.shape[0])
+        self.offset.add_(shift)
+        return shift

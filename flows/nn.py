@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Sequence
 from itertools import pairwise
+from typing import Any
 
 import torch
 from torch import Tensor, nn
+
+
+def fp32(x: Tensor) -> contextlib.AbstractContextManager[Any]:
+    """Autocast off while it is on for ``x``'s device, so that an output layer fed by AMP
+    hidden layers computes in fp32 (give it ``full(x)``); outside autocast a no-op."""
+    if not torch.is_autocast_enabled(x.device.type):
+        return contextlib.nullcontext()
+    return torch.autocast(x.device.type, enabled=False)
+
+
+def full(x: Tensor) -> Tensor:
+    """At least fp32: half-precision activations are promoted, float64 stays float64."""
+    return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
 
 
 class EnsembleLinear(nn.Module):
@@ -42,7 +57,10 @@ class EnsembleLinear(nn.Module):
 
 
 class EnsembleMLP(nn.Module):
-    """One MLP per member: [E', B, in] -> [E', B, out], activation between layers."""
+    """One MLP per member: [E', B, in] -> [E', B, out], activation between layers.
+
+    Under autocast the hidden layers run in the AMP dtype and the output layer in fp32: the
+    outputs are a model's numbers (spline knots, means, log-variances), not features."""
 
     def __init__(
         self,
@@ -58,11 +76,10 @@ class EnsembleMLP(nn.Module):
         self.act = act()
 
     def forward(self, x: Tensor, members: Tensor | None = None) -> Tensor:
-        for i, layer in enumerate(self.layers):
-            x = layer(x, members)
-            if i < len(self.layers) - 1:
-                x = self.act(x)
-        return x
+        for layer in self.layers[:-1]:
+            x = self.act(layer(x, members))
+        with fp32(x):
+            return self.last(full(x), members)
 
     @property
     def last(self) -> EnsembleLinear:

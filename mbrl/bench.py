@@ -184,7 +184,7 @@ def model_fit(b: Bench, name: str, amp: str, rows: int = 10_000, compile: bool =
     trainer = ModelTrainer(model, cfg, amp, compile)
     d = _hopper_data(rows, b.device)
     target = model.targets(d["obs"], d["next_obs"], d["rew"])
-    model.fit_normalizers(d["obs"], d["act"], target)
+    model.fit_normalizers(torch.cat([d["obs"], d["act"]], -1), target)
     x = model.in_norm(torch.cat([d["obs"], d["act"]], -1))
     y = model.out_norm(target)
     gen = torch.Generator(device=b.device).manual_seed(0)

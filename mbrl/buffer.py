@@ -5,6 +5,11 @@ with an explicit ``torch.Generator``, so a run is reproducible and resumable. Th
 and the fill level live on the device too: :meth:`ReplayBuffer.add` with a ``mask`` (model
 rollouts, whose rows stop at different steps) writes only the kept rows without ever asking the
 host how many there were. The same class is the real buffer and MBPO's model pool.
+
+The *live* rows are the newest ``min(rows written, window)``, in write order; ``window`` is the
+capacity unless :meth:`ReplayBuffer.set_window` narrows it. Every read (``sample``, ``rows``,
+checkpoints) addresses live rows by their position in write order, never by where they sit in
+the ring, so a restored buffer laid out differently reads exactly like the original.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ class ReplayBuffer:
         self._size = torch.zeros((), dtype=torch.long, device=self.device)  # rows holding data
         self._pushed = torch.zeros((), dtype=torch.long, device=self.device)  # rows ever written
         self._offered = 0  # rows ever offered (host side: an upper bound of what was written)
+        self.window = capacity  # live rows at most: the newest `window` written rows
         self.sampled_out = 0
         self._last_idx: Tensor | None = None
 
@@ -77,9 +83,23 @@ class ReplayBuffer:
             store.index_copy_(0, dest, batch[name].to(store.dtype))
         self._pushed_at.index_copy_(0, dest, self._pushed + offsets)
         self._ptr.add_(count).remainder_(self.capacity)
-        self._size.add_(count).clamp_(max=self.capacity)
+        self._size.add_(count).clamp_(max=self.window)
         self._pushed.add_(count)
         self._offered += n
+
+    def set_window(self, window: int) -> None:
+        """Keep only the newest ``window`` rows live (``1 <= window <= capacity``).
+
+        MBPO's model pool: allocated once at its largest size, while SAC samples only from the
+        rows a pool of the current size would hold. Narrowing drops the oldest live rows;
+        widening keeps the live rows and lets new writes accumulate up to the new window, as
+        MBPO's copy of its pool into a larger one does (rows that left the window never return).
+        No host sync.
+        """
+        if not 1 <= window <= self.capacity:
+            raise ValueError(f"window must be in [1, capacity={self.capacity}], got {window}")
+        self.window = window
+        self._size.clamp_(max=window)
 
     def _batch_len(self, batch: dict[str, Tensor]) -> int:
         if batch.keys() != self.data.keys():
@@ -100,11 +120,16 @@ class ReplayBuffer:
             raise RuntimeError("cannot sample from an empty buffer")
         u = torch.rand(batch_size, generator=generator, device=self.device, dtype=torch.float64)
         # The fill level stays on the device; float64 keeps the draw uniform up to 2^53 rows.
-        idx = torch.minimum((u * self._size).long(), (self._size - 1).clamp(min=0))
+        k = torch.minimum((u * self._size).long(), (self._size - 1).clamp(min=0))
+        idx = self._ring_index(k)
         self._last_idx = idx
         self.sampled_out += batch_size
         names = self.data.keys() if fields is None else fields
         return {name: self.data[name][idx] for name in names}
+
+    def _ring_index(self, k: Tensor) -> Tensor:
+        """Ring row of the k-th oldest live row (k in [0, size))."""
+        return (self._ptr - self._size + k).remainder_(self.capacity)
 
     def __len__(self) -> int:
         return int(self._size)  # sync-ok: a host read, for set-up and tests, not the hot loop
@@ -115,9 +140,13 @@ class ReplayBuffer:
         return self._size
 
     def rows(self) -> dict[str, Tensor]:
-        """Views of every filled row (not in insertion order once the ring has wrapped)."""
-        n = len(self)
-        return {name: store[:n] for name, store in self.data.items()}
+        """Every live row, oldest first: views while the live rows are contiguous in the ring
+        (a buffer that never wrapped), else a gathered copy. One host read."""
+        n, end = len(self), int(self._ptr)  # sync-ok: once per model fit / checkpoint
+        if end >= n:
+            return {name: store[end - n : end] for name, store in self.data.items()}
+        idx = self._ring_index(torch.arange(n, device=self.device))
+        return {name: store[idx] for name, store in self.data.items()}
 
     def metrics(self) -> dict[str, Any]:
         """Counters plus the mean age (in pushes) of the last sampled batch; tensors, no sync."""
@@ -134,38 +163,37 @@ class ReplayBuffer:
     # --- checkpoints --------------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
-        """Only the filled rows are stored, in ring order, so a checkpoint stays small."""
-        size = len(self)
+        """Only the live rows are stored, oldest first, so a checkpoint stays small."""
+        n, end = len(self), int(self._ptr)  # sync-ok: checkpoint
+        idx = self._ring_index(torch.arange(n, device=self.device))
         return {
             "capacity": self.capacity,
-            "ptr": int(self._ptr),  # sync-ok: checkpoint
-            "size": size,
+            "window": None if self.window == self.capacity else self.window,  # None: all
+            "size": n,
             "pushed_in": int(self._pushed),  # sync-ok: checkpoint
             "offered": self._offered,
             "sampled_out": self.sampled_out,
-            "data": {k: v[:size].cpu() for k, v in self.data.items()},  # sync-ok: checkpoint
-            "pushed_at": self._pushed_at[:size].cpu(),  # sync-ok: checkpoint
+            "data": {k: v[idx].cpu() for k, v in self.data.items()},  # sync-ok: checkpoint
+            "pushed_at": self._pushed_at[idx].cpu(),  # sync-ok: checkpoint
+            "ptr": end,  # where the ring stood (informational: rows are stored oldest first)
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore rows; a checkpoint from a buffer of another capacity keeps its newest rows."""
+        """Restore the live rows, oldest first from ring row 0; a buffer of a smaller capacity
+        (or window) keeps the newest rows."""
         if set(state["data"]) != set(self.data):
             raise KeyError(
                 f"checkpoint buffer fields {sorted(state['data'])} != {sorted(self.data)}"
             )
-        data, pushed_at, ptr = dict(state["data"]), state["pushed_at"], state["ptr"]
-        size = state["size"]
-        if state["capacity"] != self.capacity:
-            # Re-lay the ring oldest-first, then keep what fits (same layout if it all fits).
-            order = torch.cat([torch.arange(ptr, size), torch.arange(0, ptr)])[-self.capacity :]
-            data = {k: v[order] for k, v in data.items()}
-            pushed_at, size = pushed_at[order], len(order)
-            ptr = size % self.capacity
+        window = state.get("window")
+        self.window = self.capacity if window is None else min(window, self.capacity)
+        keep = min(state["size"], self.window)
+        start = state["size"] - keep
         for name, store in self.data.items():
-            store[:size] = data[name].to(self.device)
-        self._pushed_at[:size] = pushed_at.to(self.device)
-        self._ptr.fill_(ptr)
-        self._size.fill_(size)
+            store[:keep] = state["data"][name][start:].to(self.device)
+        self._pushed_at[:keep] = state["pushed_at"][start:].to(self.device)
+        self._ptr.fill_(keep % self.capacity)
+        self._size.fill_(keep)
         self._pushed.fill_(state["pushed_in"])
         self._offered = state.get("offered", state["pushed_in"])
         self.sampled_out = state["sampled_out"]

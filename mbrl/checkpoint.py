@@ -12,7 +12,9 @@ from typing import Any
 
 import torch
 
-FORMAT_VERSION = 2  # 2: one SAC optimizer, the acting policy's state
+# 2: one SAC optimizer, the acting policy's state. 3: buffers stored oldest row first with
+# the model pool's window; the Gaussian ensemble's shared log-variance bounds (MBPO's).
+FORMAT_VERSION = 3
 
 
 class CheckpointError(RuntimeError):
@@ -64,8 +66,8 @@ def load(
     if state["format"] != FORMAT_VERSION:
         raise CheckpointError(
             f"checkpoint {path!r} has format {state['format']!r}; this FlowMBPO reads format "
-            f"{FORMAT_VERSION} (the SAC optimizer state changed in 2): retrain, or evaluate it "
-            "with the FlowMBPO version that wrote it"
+            f"{FORMAT_VERSION} (buffers and the Gaussian model changed in 3): retrain, or use "
+            "the FlowMBPO version that wrote it"
         )
     if env_name is not None and state["env"] != env_name:
         raise CheckpointError(

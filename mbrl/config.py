@@ -81,17 +81,35 @@ class FlowModelConfig:
     embed_dim: int = 128  # context features shared by the base layer and every coupling
 
 
+# MBPO's construct_model (bnn.py): the L2 coefficient of each of its 4 hidden layers and output.
+MBPO_L2 = [2.5e-5, 5e-5, 7.5e-5, 7.5e-5, 1e-4]
+SELECT_BY = ("nll", "mse")
+
+
 @dataclass
 class ModelConfig:
-    """The dynamics ensemble p([ds, r] | s, a) and how it is fit (as MBPO does)."""
+    """The dynamics ensemble p([ds, r] | s, a) and how it is fit (as MBPO does).
+
+    Keys left null take the model kind's own default (see the properties below): the
+    Gaussian ensemble is MBPO's, the flow keeps what suits a density model."""
 
     name: str = "flow"  # flow | gaussian (MBPO's probabilistic ensemble, the baseline)
     members: int = 7
-    elites: int = 5  # members used for rollouts: lowest holdout NLL
+    elites: int = 5  # members used for rollouts: best holdout score (select_by)
     hidden: list[int] = field(default_factory=lambda: [200, 200, 200, 200])  # gaussian MLP
     flow: FlowModelConfig = field(default_factory=FlowModelConfig)
     lr: float = 1e-3
-    weight_decay: float = 5e-5
+    # Decoupled (AdamW) weight decay. null: 5e-5 for the flow, 0 for the Gaussian ensemble,
+    # whose decay is MBPO's L2 term in the loss (l2).
+    weight_decay: float | None = None
+    # Gaussian only: per-layer L2 coefficients added to the loss. null: MBPO's MBPO_L2.
+    l2: list[float] | None = None
+    # Holdout score for early stopping and elites: mse (of the mean / the flow's mode, raw
+    # target units) | nll. null: mse for the Gaussian (MBPO), nll for the flow.
+    select_by: str | None = None
+    # Standardise the targets [ds, r] too. null: yes for the flow, no for the Gaussian (MBPO
+    # standardises inputs only).
+    normalize_targets: bool | None = None
     batch_size: int = 256  # per member
     holdout_ratio: float = 0.2  # of the real data, capped at max_holdout rows (MBPO)
     max_holdout: int = 5000
@@ -99,6 +117,34 @@ class ModelConfig:
     improvement: float = 0.01
     max_epochs: int | None = None  # cap per fit (None: early stopping alone)
     max_seconds: float | None = None  # wall-clock cap per fit (makes runs machine-dependent)
+
+    @property
+    def gaussian(self) -> bool:
+        return self.name == "gaussian"
+
+    @property
+    def decoupled_decay(self) -> float:
+        if self.weight_decay is not None:
+            return self.weight_decay
+        return 0.0 if self.gaussian else 5e-5
+
+    @property
+    def l2_coefs(self) -> list[float]:
+        if not self.gaussian:
+            return []
+        return list(MBPO_L2 if self.l2 is None else self.l2)
+
+    @property
+    def criterion(self) -> str:
+        if self.select_by is not None:
+            return self.select_by
+        return "mse" if self.gaussian else "nll"
+
+    @property
+    def targets_normalized(self) -> bool:
+        if self.normalize_targets is not None:
+            return self.normalize_targets
+        return not self.gaussian
 
 
 @dataclass
@@ -263,16 +309,36 @@ def _check_model(m: ModelConfig) -> None:
         raise ConfigError(
             f"model.holdout_ratio={m.holdout_ratio!r} is not allowed; it must be in (0, 1)"
         )
-    if not m.lr > 0 or m.weight_decay < 0 or not m.flow.tail_bound > 0:
+    if not m.lr > 0 or m.decoupled_decay < 0 or not m.flow.tail_bound > 0:
         raise ConfigError(
             f"model.lr={m.lr}, model.weight_decay={m.weight_decay}, model.flow.tail_bound="
             f"{m.flow.tail_bound}: need lr > 0, weight_decay >= 0, tail_bound > 0"
         )
+    if m.select_by is not None:
+        _choice("model.select_by", m.select_by, SELECT_BY)
+    _check_l2(m)
     if m.max_epochs is not None:
         _at_least("model.max_epochs", m.max_epochs, 1, "positive or null")
     if m.max_seconds is not None and not m.max_seconds > 0:
         raise ConfigError(
             f"model.max_seconds={m.max_seconds!r} is not allowed; it must be > 0 or null"
+        )
+
+
+def _check_l2(m: ModelConfig) -> None:
+    if not m.gaussian:
+        if m.l2:
+            raise ConfigError(
+                f"model.l2={m.l2} is not allowed with model={m.name}: the L2 terms belong to "
+                "the Gaussian ensemble; use model.weight_decay for the flow"
+            )
+        return
+    layers, coefs = len(m.hidden) + 1, m.l2_coefs
+    if len(coefs) != layers or min(coefs) < 0:
+        given = "MBPO's 5 values (model.l2=null)" if m.l2 is None else f"model.l2={m.l2}"
+        raise ConfigError(
+            f"{given} does not fit model.hidden={m.hidden}: the Gaussian MLP has {layers} "
+            f"layers, so model.l2 needs {layers} coefficients >= 0"
         )
 
 

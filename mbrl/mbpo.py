@@ -3,7 +3,6 @@ rollouts into the model pool, and SAC batches mixed from the real buffer and the
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
@@ -21,20 +20,33 @@ from mbrl.timer import PhaseTimer
 SAC_FIELDS = ("obs", "act", "rew", "next_obs", "terminated")
 
 
+def mbpo_epoch(env_steps: int, cfg: Config) -> int:
+    """MBPO's epoch counter: epochs of ``epoch_length`` env steps *after* the initial random
+    exploration (mbpo.py's ``_epoch`` starts at 0 once ``init_steps`` are collected)."""
+    return max(env_steps - cfg.mbpo.init_steps, 0) // cfg.mbpo.epoch_length
+
+
 def rollout_length(env_steps: int, cfg: Config) -> int:
-    """MBPO's schedule: min_length until min_epoch, linear to max_length at max_epoch."""
-    r = cfg.rollout
-    epoch = env_steps // cfg.mbpo.epoch_length
-    if r.max_epoch == r.min_epoch:
-        return r.max_length if epoch >= r.max_epoch else r.min_length
-    frac = min(max((epoch - r.min_epoch) / (r.max_epoch - r.min_epoch), 0.0), 1.0)
-    return int(r.min_length + frac * (r.max_length - r.min_length))
+    """MBPO's ``_set_rollout_length``: min_length up to min_epoch, then linear to max_length
+    at max_epoch, then constant. (A schedule with min_epoch == max_epoch jumps there.)"""
+    r, epoch = cfg.rollout, mbpo_epoch(env_steps, cfg)
+    if epoch <= r.min_epoch:
+        return r.min_length
+    dx = 1.0 if r.max_epoch == r.min_epoch else (epoch - r.min_epoch) / (r.max_epoch - r.min_epoch)
+    return int(min(dx, 1.0) * (r.max_length - r.min_length) + r.min_length)
+
+
+def model_pool_size(cfg: Config, length: int) -> int:
+    """MBPO's ``_reallocate_model_pool``: retain_epochs epochs of rollouts of ``length``."""
+    m = cfg.mbpo
+    rollouts_per_epoch = cfg.rollout.batch_size * m.epoch_length / m.model_train_freq
+    return cfg.rollout.retain_epochs * int(length * rollouts_per_epoch)
 
 
 def pool_capacity(cfg: Config) -> int:
-    """Room for retain_epochs epochs of rollouts at the schedule's longest length (MBPO)."""
-    phases = math.ceil(cfg.mbpo.epoch_length / cfg.mbpo.model_train_freq)
-    return cfg.rollout.retain_epochs * phases * cfg.rollout.batch_size * cfg.rollout.max_length
+    """The pool is allocated once, at the size for the schedule's longest rollouts; SAC
+    samples only from the window ``model_pool_size(cfg, current length)`` of newest rows."""
+    return model_pool_size(cfg, max(cfg.rollout.min_length, cfg.rollout.max_length))
 
 
 class MBPO:
@@ -64,7 +76,8 @@ class MBPO:
         # Allocated once, for the longest rollouts of the schedule: nothing grows later.
         self.pool = ReplayBuffer(pool_capacity(cfg), fields, device)
         self.pool_ready = False  # set after the first rollout phase has written rows
-        self.n_real = round(cfg.agent.batch_size * cfg.mbpo.real_ratio)
+        # MBPO's _training_batch: int(batch_size * real_ratio) real rows, the rest model rows.
+        self.n_real = int(cfg.agent.batch_size * cfg.mbpo.real_ratio)
 
     def due(self, env_steps: int) -> bool:
         m = self.cfg.mbpo
@@ -83,6 +96,9 @@ class MBPO:
             with timer.phase("rewarder"):
                 metrics.update(self.rewarder.fit(self.model, data, gen))
         with timer.phase("rollout"):
+            # As MBPO: set the length, resize the pool (here: its live window), roll out.
+            length = rollout_length(env_steps, self.cfg)
+            self.pool.set_window(model_pool_size(self.cfg, length))
             # Only the observations: gathering every field of 100k rows would be wasted copies.
             start = self.real.sample(self.cfg.rollout.batch_size, gen, ("obs",))["obs"]
             metrics.update(
@@ -91,7 +107,7 @@ class MBPO:
                     self.agent,
                     self.termination_fn,
                     start,
-                    rollout_length(env_steps, self.cfg),
+                    length,
                     self.pool,
                     gen,
                     self.rewarder,

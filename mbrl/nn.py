@@ -6,9 +6,9 @@ from collections.abc import Sequence
 
 from torch import nn
 
-from flows.nn import EnsembleLinear, EnsembleMLP
+from flows.nn import EnsembleLinear, EnsembleMLP, fp32, full
 
-__all__ = ["EnsembleLinear", "EnsembleMLP", "mlp"]
+__all__ = ["EnsembleLinear", "EnsembleMLP", "fp32", "full", "mlp"]
 
 
 def mlp(

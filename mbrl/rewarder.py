@@ -2,9 +2,13 @@
 
 Trained at every model fit on real transitions (P) against the model's one-step predictions
 for the same (s, a) (Q), so x measures how un-real the model's output looks; a perfect model
-gives x = 0. At rollout time every model transition is scored once and the score is stored
-in the model pool; ``penalty`` subtracts ``penalty * x`` from the reward, ``filter`` stops a
-rollout row whose x exceeds ``threshold``.
+gives x = 0. The Donsker-Varadhan objective fixes x only up to a constant, so after each fit x
+is shifted so that log mean exp(x) = 0 on real transitions (``CoupledFlows.calibrate``): then
+x ~ log(d_model / d_real) itself, the penalty adds no drifting offset to the reward (in
+terminating envs that would change the alive bonus) and ``threshold`` has a fixed meaning.
+At rollout time every model transition is scored once and the score is stored in the model
+pool; ``penalty`` subtracts ``penalty * x`` from the reward, ``filter`` stops a rollout row
+whose x exceeds ``threshold``.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from flows.coupled import CoupledFlows
 from mbrl.config import RewarderConfig
 from mbrl.models.dynamics import DynamicsModel
 from mbrl.optim import adam
+
+CALIBRATION_ROWS = 16384  # real rows drawn per fit to estimate log mean exp(x)
 
 
 def _quantiles(x: Tensor, prefix: str) -> dict[str, Tensor]:
@@ -78,11 +84,25 @@ class Rewarder:
             self.opt.zero_grad(set_to_none=True)
             loss.backward()
             self.opt.step()
+        shift = self._calibrate(model, real, gen)
         return {
             "rewarder/loss": loss.detach(),
-            **_quantiles(x_p.detach(), "rewarder/x_real"),
-            **_quantiles(x_q.detach(), "rewarder/x_model"),
+            "rewarder/offset": self.flows.offset.clone(),
+            **_quantiles(x_p.detach() - shift, "rewarder/x_real"),
+            **_quantiles(x_q.detach() - shift, "rewarder/x_model"),
         }
+
+    def _calibrate(
+        self, model: DynamicsModel, real: dict[str, Tensor], gen: torch.Generator
+    ) -> Tensor:
+        """Shift x so that log mean exp(x) = 0 on (at most CALIBRATION_ROWS) real rows."""
+        n = real["obs"].shape[0]
+        idx = torch.randint(
+            0, n, (min(n, CALIBRATION_ROWS),), generator=gen, device=real["obs"].device
+        )
+        obs, act = real["obs"][idx], real["act"][idx]
+        target = model.targets(obs, real["next_obs"][idx], real["rew"][idx])
+        return self.flows.calibrate(self.features(model, obs, act, target))
 
     def state_dict(self) -> dict[str, Any]:
         return {"flows": self.flows.state_dict(), "opt": self.opt.state_dict()}

@@ -3,14 +3,16 @@
     python scripts/compare_models.py runs/hopper/2026-11-21_10-00-00 [--max-epochs 200]
 
 The data are the real transitions in the run's ``ckpt/last.pt``; both models get the run's
-model settings, the same holdout split (same seed, same rows) and the same epoch cap, so the
-holdout NLLs (normalised target space, nats per transition, mean over elites) compare
-directly.
+fit settings with their own defaults (the Gaussian: MBPO's, early stopping on holdout MSE; the
+flow: holdout NLL), the same holdout split (same seed, same rows) and the same epoch cap. The
+holdout NLL is in nats per transition of the raw targets [s' - s, r] and the MSE is of the
+point prediction in raw units (both mean over elites), so the two models compare directly.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import time
@@ -40,8 +42,7 @@ def main() -> None:
     print(f"{cfg.env.name}: {data['obs'].shape[0]} real transitions from {args.run_dir}")
     results = {}
     for name in ("flow", "gaussian"):
-        mcfg = cfg.model
-        mcfg.name = name
+        mcfg = dataclasses.replace(cfg.model, name=name)
         if args.max_epochs is not None:
             mcfg.max_epochs = args.max_epochs
         torch.manual_seed(args.seed)

@@ -1,4 +1,5 @@
-"""Replay buffer: ring overwrite, sampling with an explicit generator, state round trips."""
+"""Replay buffer: ring overwrite, live window, sampling with an explicit generator, state round
+trips."""
 
 from __future__ import annotations
 
@@ -34,10 +35,10 @@ def test_ring_keeps_the_newest_rows() -> None:
     buf.add(_rows(0, 3))
     buf.add(_rows(3, 4))  # wraps: rows 0 and 1 are overwritten by 5 and 6
     assert _state(buf) == (2, 5, 7)
-    rows = buf.rows()
-    assert rows["rew"].tolist() == [5.0, 6.0, 2.0, 3.0, 4.0]
-    assert rows["next_obs"][:, 0].tolist() == [5.5, 6.5, 2.5, 3.5, 4.5]
-    assert rows["terminated"].tolist() == [False, True, True, False, True]
+    rows = buf.rows()  # oldest first, whatever the ring layout
+    assert rows["rew"].tolist() == [2.0, 3.0, 4.0, 5.0, 6.0]
+    assert rows["next_obs"][:, 0].tolist() == [2.5, 3.5, 4.5, 5.5, 6.5]
+    assert rows["terminated"].tolist() == [True, False, True, False, True]
 
 
 def test_masked_add_writes_only_kept_rows_without_syncing(host_reads: list[str]) -> None:
@@ -81,7 +82,8 @@ def test_state_dict_roundtrip_continues_identically() -> None:
     buf.sample(4, torch.Generator().manual_seed(0))
     other = _buffer(8)
     other.load_state_dict(buf.state_dict())
-    assert (*_state(other), other.sampled_out) == (3, 8, 11, 4)
+    # Stored oldest first: the copy's ring starts at row 0, reads are by age, not ring row.
+    assert (*_state(other), other.sampled_out) == (0, 8, 11, 4)
     g1, g2 = torch.Generator().manual_seed(1), torch.Generator().manual_seed(1)
     buf.add(_rows(11, 2))
     other.add(_rows(11, 2))
@@ -113,3 +115,38 @@ def test_staleness_and_errors() -> None:
         _buffer(0)
     with pytest.raises(KeyError, match="fields"):
         buf.add({"obs": torch.zeros(1, 3)})
+
+
+def test_window_keeps_only_the_newest_rows_live(host_reads: list[str]) -> None:
+    buf = _buffer(10)
+    buf.add(_rows(0, 7))
+    buf.set_window(4)  # narrow: rows 3..6 stay live
+    assert host_reads == []
+    assert buf.rows()["rew"].tolist() == [3.0, 4.0, 5.0, 6.0]
+    buf.add(_rows(7, 2))  # the window slides: 5..8
+    assert buf.rows()["rew"].tolist() == [5.0, 6.0, 7.0, 8.0]
+    buf.set_window(6)  # widen: rows that left the window do not come back
+    assert buf.rows()["rew"].tolist() == [5.0, 6.0, 7.0, 8.0]
+    buf.add(_rows(9, 3), mask=torch.tensor([True, False, True]))  # wraps the ring
+    live = buf.rows()["rew"].tolist()
+    assert live == [5.0, 6.0, 7.0, 8.0, 9.0, 11.0] and len(buf) == 6
+    drawn = buf.sample(2000, torch.Generator().manual_seed(0))["rew"]
+    assert set(drawn.tolist()) == set(live)  # every live row, nothing else
+    with pytest.raises(ValueError, match="window"):
+        buf.set_window(11)
+
+
+def test_windowed_state_roundtrip_continues_identically() -> None:
+    buf = _buffer(8)
+    buf.add(_rows(0, 11))
+    buf.set_window(5)
+    other = _buffer(8)
+    other.load_state_dict(buf.state_dict())
+    assert other.window == 5 and other.rows()["rew"].tolist() == [6.0, 7.0, 8.0, 9.0, 10.0]
+    for b in (buf, other):
+        b.add(_rows(11, 3))
+        b.set_window(7)
+        b.add(_rows(14, 1))
+    g1, g2 = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
+    assert buf.rows()["rew"].tolist() == other.rows()["rew"].tolist()
+    assert torch.equal(buf.sample(64, g1)["rew"], other.sample(64, g2)["rew"])

@@ -46,7 +46,7 @@ def test_update_rollout_and_fit_epoch_never_sync(amp: str, model_name: str) -> N
     term = env_spec("hopper").termination_fn
     d = real.sample(400, gen)
     y = model.targets(d["obs"], d["next_obs"], d["rew"])
-    model.fit_normalizers(d["obs"], d["act"], y)
+    model.fit_normalizers(torch.cat([d["obs"], d["act"]], -1), y)
     x, y = model.in_norm(torch.cat([d["obs"], d["act"]], -1)), model.out_norm(y)
     boot = torch.randint(0, 400, (3, 400), device=dev, generator=gen)
 

@@ -8,7 +8,7 @@ from mbrl.agents import SAC
 from mbrl.buffer import ReplayBuffer, transition_fields
 from mbrl.config import Config, RewarderConfig, SACConfig
 from mbrl.envs import env_spec
-from mbrl.mbpo import pool_capacity, rollout_length
+from mbrl.mbpo import pool_capacity
 from mbrl.models import DynamicsModel
 from mbrl.rewarder import Rewarder
 from mbrl.rollout import rollout
@@ -99,14 +99,3 @@ def test_pool_is_allocated_once_for_the_longest_rollouts() -> None:
             model, agent, never, _start(40), length, pool, torch.Generator().manual_seed(length)
         )
     assert {k: v.data_ptr() for k, v in pool.data.items()} == ptrs and len(pool) == 300
-
-
-def test_rollout_length_schedule_as_mbpo() -> None:
-    cfg = Config()
-    cfg.rollout.min_epoch, cfg.rollout.max_epoch = 20, 100
-    cfg.rollout.min_length, cfg.rollout.max_length = 1, 25
-    lengths = [rollout_length(epoch * 1000, cfg) for epoch in (0, 20, 60, 100, 300)]
-    assert lengths == [1, 1, 13, 25, 25]
-    cfg.rollout.min_epoch = cfg.rollout.max_epoch = 0
-    cfg.rollout.min_length = cfg.rollout.max_length = 5
-    assert rollout_length(0, cfg) == rollout_length(10**6, cfg) == 5

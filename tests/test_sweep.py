@@ -60,7 +60,8 @@ def test_a_sweep_command_runs_with_its_rollout_length(
     tiny = [a for a in TINY if not a.startswith(("env=", "total_steps"))]
     extra = [
         *tiny,
-        "total_steps=200",
+        "total_steps=250",
+        "mbpo.epoch_length=100",  # the phase at step 200 is in epoch 1 (after init_steps=100)
         "rollout.min_epoch=0",
         "rollout.max_epoch=0",
         f"hydra.run.dir={run_dir}",

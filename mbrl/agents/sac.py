@@ -21,7 +21,7 @@ from torch import Tensor, nn
 
 from mbrl.agents.sac_grads import Fresh, Workspace, joint_grads, tanh_gaussian
 from mbrl.config import SACConfig
-from mbrl.nn import EnsembleLinear, EnsembleMLP, mlp
+from mbrl.nn import EnsembleLinear, EnsembleMLP, fp32, full, mlp
 from mbrl.optim import GuardedStep, adam
 
 _FRESH = Fresh()
@@ -52,11 +52,14 @@ class Actor(nn.Module):
         return hs
 
     def heads(self, h: Tensor, ws: Fresh = _FRESH) -> tuple[Tensor, Tensor]:
-        """Last hidden layer -> (mean, raw log-std) [B, act_dim] each."""
+        """Last hidden layer -> (mean, raw log-std) [B, act_dim] each, always in fp32: under
+        AMP only the hidden layers run in bf16/fp16 (a bf16 mean carries ~3 significant
+        digits)."""
         last = self.linears[-1]
-        # W @ h^T rather than h @ W^T: with 2 * act_dim outputs, ~2.5x faster on a CPU.
-        out = ws.mm(last.weight, h.t()).add_(last.bias.unsqueeze(1)).t()
-        mean, raw = out.float().chunk(2, dim=-1)
+        with fp32(h):
+            # W @ h^T rather than h @ W^T: with 2 * act_dim outputs, ~2.5x faster on a CPU.
+            out = ws.mm(last.weight, full(h).t()).add_(last.bias.unsqueeze(1)).t()
+        mean, raw = out.chunk(2, dim=-1)
         return mean, raw
 
     def log_std(self, tanh_raw: Tensor) -> Tensor:
@@ -108,11 +111,15 @@ class TwinQ(nn.Module):
             b: Tensor = layer.bias
             if frozen:
                 w, b = w.detach(), b.detach()
+            if i == len(layers) - 1:
+                # The Q head in fp32 under AMP: at Q ~ 300 bf16's spacing is 2, as large as
+                # the TD errors it would carry.
+                with fp32(x):
+                    hs.append(ws.bmm(full(x), w).add_(b))
+                break
             # bmm then the bias in place (not baddbmm, which first copies the bias into its
             # output): compiled, the bias and the ReLU become one pass over the bmm's result.
-            x = ws.bmm(x, w).add_(b)
-            if i < len(layers) - 1:
-                x = torch.relu_(x)  # (as self.net, in place: bmm keeps its inputs only)
+            x = torch.relu_(ws.bmm(x, w).add_(b))  # (as self.net; bmm keeps only its inputs)
             hs.append(x)
         return hs
 
@@ -217,8 +224,10 @@ class SAC:
             q = self.critic(obs, act)
             new_act, log_prob = self.actor.squash(obs, noise[0])
             q_pi = self.critic(obs, new_act, frozen=True).min(dim=0).values
+        # Each critic's loss is 0.5 * mean squared TD error (softlearning's
+        # mean_squared_error(weights=0.5)); the twin critics' losses are summed.
         q_loss = (q - self._target_q(rew, next_obs, term, alpha, noise[1])).square()
-        q_loss = q_loss.mean(dim=1).sum()
+        q_loss = 0.5 * q_loss.mean(dim=1).sum()
         actor_loss = (alpha * log_prob - q_pi).mean()
         log_prob = log_prob.detach()
         alpha_loss = -(self.log_alpha * (log_prob + self.target_entropy)).mean()

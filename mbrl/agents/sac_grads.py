@@ -11,6 +11,7 @@ and tests/test_sac.py checks every gradient against it.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor, nn
 
-from mbrl.nn import EnsembleLinear
+from mbrl.nn import EnsembleLinear, fp32, full
 
 if TYPE_CHECKING:
     from mbrl.agents.sac import SAC
@@ -116,14 +117,14 @@ def _joint_grads(
     error = q - target
     alpha_grad = -(logp + sac.target_entropy).mean()
     out = (
-        error.square().mean(1).sum(),
+        0.5 * error.square().mean(1).sum(),
         (alpha * logp - q_pi).mean(),
         sac.log_alpha.detach() * alpha_grad,
         alpha,
         q.mean(),
         -logp.mean(),
     )
-    critic_grads = _critic_backward(sac.critic.linears, hs_critic, error * (2.0 / n), ws)
+    critic_grads = _critic_backward(sac.critic.linears, hs_critic, error * (1.0 / n), ws)
     # The actor's loss reaches q_pi through the min over the two critics: to the one that was
     # smaller, as autograd's min does.
     grad_pi = torch.zeros_like(q).scatter_(0, argmin.unsqueeze(0), -1.0 / n)
@@ -174,10 +175,12 @@ def _critic_backward(
     grads: list[Tensor] = []
     grad = grad_q.unsqueeze(-1)
     for i in reversed(range(len(layers))):
-        grads[:0] = [
-            ws.bmm(hs[i].transpose(1, 2), grad).float(),
-            grad.sum(1, keepdim=True).float(),
-        ]
+        with fp32(hs[i]) if i == len(layers) - 1 else contextlib.nullcontext():
+            h = full(hs[i]) if i == len(layers) - 1 else hs[i]  # the fp32 head's input
+            grads[:0] = [
+                ws.bmm(h.transpose(1, 2), grad).float(),
+                grad.sum(1, keepdim=True).float(),
+            ]
         if i > 0:
             grad = ws.relu_backward(ws.bmm(grad, layers[i].weight.transpose(1, 2)), hs[i])
     return grads
@@ -203,7 +206,10 @@ def _actor_backward(
     """``nn.Linear`` weight and bias gradients from rows [:n] of the actor's activations."""
     grads: list[Tensor] = []
     for i in reversed(range(len(layers))):
-        grads[:0] = [ws.mm(grad.t(), hs[i][:n]).float(), grad.sum(0).float()]
+        last = i == len(layers) - 1
+        with fp32(hs[i]) if last else contextlib.nullcontext():
+            h = full(hs[i][:n]) if last else hs[i][:n]  # the fp32 head's input
+            grads[:0] = [ws.mm(grad.t(), h).float(), grad.sum(0).float()]
         if i > 0:
             grad = ws.relu_backward(ws.mm(grad, layers[i].weight), hs[i][:n])
     return grads

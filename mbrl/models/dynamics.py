@@ -22,7 +22,7 @@ class Distribution(Protocol):
 
 def build_density(dim: int, context_dim: int, cfg: ModelConfig) -> nn.Module:
     if cfg.name == "gaussian":
-        return GaussianEnsemble(cfg.members, dim, context_dim, cfg.hidden)
+        return GaussianEnsemble(cfg.members, dim, context_dim, cfg.hidden, cfg.l2_coefs)
     f = cfg.flow
     return EnsembleConditionalFlow(
         cfg.members,
@@ -39,7 +39,8 @@ def build_density(dim: int, context_dim: int, cfg: ModelConfig) -> nn.Module:
 
 
 class DynamicsModel(nn.Module):
-    """p([s' - s, r] | s, a) for E members; inputs and targets standardised inside."""
+    """p([s' - s, r] | s, a) for E members. Inputs are standardised inside; targets too when
+    ``cfg.normalize_targets`` (the flow), else they stay raw (MBPO's Gaussian ensemble)."""
 
     elites: Tensor  # [n_elites] member indices used for rollouts
 
@@ -60,19 +61,25 @@ class DynamicsModel(nn.Module):
         """Raw targets [N, obs_dim + 1] = [s' - s, r]."""
         return torch.cat([next_obs - obs, rew.unsqueeze(-1)], dim=-1)
 
-    def fit_normalizers(self, obs: Tensor, act: Tensor, target: Tensor) -> None:
-        self.in_norm.fit(torch.cat([obs, act], dim=-1))
-        self.out_norm.fit(target)
+    def fit_normalizers(self, inputs: Tensor, target: Tensor) -> None:
+        """inputs [N, obs + act], raw targets [N, obs + 1]: the training rows of a fit."""
+        self.in_norm.fit(inputs)
+        if self.cfg.targets_normalized:
+            self.out_norm.fit(target)
 
     def dist(self, x: Tensor, members: Tensor | None = None) -> Distribution:
         """x: normalised inputs [B, C] or [E', B, C]."""
         out: Distribution = self.density(x, members)
         return out
 
-    def regularizer(self) -> Tensor:
+    def loss(self, x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
+        """The training loss on a minibatch ``x`` [E, b, C], ``y`` [E, b, D] (model units), and
+        a per-member train metric [E]: MBPO's loss for the Gaussian ensemble, the mean
+        negative log-likelihood for the flow."""
         if isinstance(self.density, GaussianEnsemble):
-            return self.density.regularizer()
-        return torch.zeros((), device=self.device)
+            return self.density.mbpo_loss(x, y)
+        nll = -self.dist(x).log_prob(y).mean(dim=1)
+        return nll.sum(), nll
 
     @torch.no_grad()
     def sample(

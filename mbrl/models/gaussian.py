@@ -1,4 +1,17 @@
-"""MBPO's probabilistic ensemble: each member outputs a diagonal Gaussian (Chua et al. 2018).
+"""MBPO's probabilistic ensemble (Chua et al. 2018; MBPO's ``mbpo/models/bnn.py``).
+
+Each member is an MLP with swish (SiLU) hidden layers whose output is a diagonal Gaussian.
+What makes it MBPO's and not just "a Gaussian ensemble":
+
+- weights drawn from a normal truncated at two standard deviations, std ``1 / (2 sqrt(in))``,
+  biases zero (``fc.py``);
+- the log-variance soft bounds ``max_logvar`` / ``min_logvar`` (initial 0.5 and -10) are one
+  pair **shared by all members** and trained with them;
+- the training loss (:meth:`GaussianEnsemble.mbpo_loss`) per member is the mean over rows *and
+  output dims* of ``(mean - y)^2 / var + log var``, summed over members, plus each layer's L2
+  term ``l2_i * ||W_i||^2 / 2`` (``tf.nn.l2_loss``) and ``0.01 * (sum max_logvar - sum
+  min_logvar)``;
+- holdout selection uses the mean squared error of the mean (:meth:`GaussianEnsemble.mse`).
 
 Same interface as the flow: ``model(context, members)`` returns a distribution with
 ``log_prob``, ``rsample``/``sample`` and ``mode`` over a leading member dimension.
@@ -12,38 +25,75 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-from flows.nn import EnsembleMLP
+from flows.nn import EnsembleLinear, EnsembleMLP
 
 _LOG_2PI = math.log(2 * math.pi)
+# MBPO's construct_model: L2 coefficients of its 4 hidden layers and the output layer.
+MBPO_L2 = (2.5e-5, 5e-5, 7.5e-5, 7.5e-5, 1e-4)
+LOGVAR_BOUND_WEIGHT = 0.01  # bnn.py: 0.01 * sum(max_logvar) - 0.01 * sum(min_logvar)
 
 
 class GaussianEnsemble(nn.Module):
-    def __init__(self, members: int, dim: int, context_dim: int, hidden: Sequence[int]) -> None:
+    # Parameters without a member dimension: best-epoch snapshots leave them alone (bnn.py's
+    # _save_state / _set_state cover the layers' weights and biases only).
+    shared = ("max_logvar", "min_logvar")
+
+    def __init__(
+        self,
+        members: int,
+        dim: int,
+        context_dim: int,
+        hidden: Sequence[int],
+        l2: Sequence[float] = (),
+    ) -> None:
         super().__init__()
         self.members, self.dim = members, dim
         self.net = EnsembleMLP(members, context_dim, hidden, 2 * dim, act=nn.SiLU)
-        # Learned soft bounds on the log-variance (PETS / MBPO), one pair per member so that
-        # each member is a model of its own (best-epoch snapshots are exact per member).
-        self.max_logvar = nn.Parameter(torch.full((members, 1, dim), 0.5))
-        self.min_logvar = nn.Parameter(torch.full((members, 1, dim), -10.0))
+        if l2 and len(l2) != len(self.net.layers):
+            raise ValueError(f"l2 needs one coefficient per layer ({len(self.net.layers)}): {l2}")
+        self.l2 = tuple(l2)
+        self.max_logvar = nn.Parameter(torch.full((1, dim), 0.5))
+        self.min_logvar = nn.Parameter(torch.full((1, dim), -10.0))
+        self.reset_parameters()
+
+    @property
+    def linears(self) -> list[EnsembleLinear]:
+        return [m for m in self.net.layers if isinstance(m, EnsembleLinear)]
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        """``tf.truncated_normal_initializer(stddev=1 / (2 sqrt(in)))``, zero biases."""
+        for layer in self.linears:
+            std = 1.0 / (2.0 * math.sqrt(layer.in_dim))
+            nn.init.trunc_normal_(layer.weight, std=std, a=-2 * std, b=2 * std)
+            layer.bias.zero_()
 
     def forward(self, context: Tensor, members: Tensor | None = None) -> GaussianDistribution:
         """context: [B, C] (shared) or [E', B, C]."""
         if context.dim() == 2:
             n = self.members if members is None else int(members.shape[0])
             context = context.expand(n, *context.shape)
-        mean, raw = self.net(context, members).float().chunk(2, dim=-1)
-        hi: Tensor = self.max_logvar
-        lo: Tensor = self.min_logvar
-        if members is not None:
-            hi, lo = hi[members], lo[members]
+        # (Under autocast EnsembleMLP's output layer runs in fp32: means, log-variances.)
+        mean, raw = self.net(context, members).chunk(2, dim=-1)
+        hi, lo = self.max_logvar, self.min_logvar
         logvar = hi - nn.functional.softplus(hi - raw)
         logvar = lo + nn.functional.softplus(logvar - lo)
         return GaussianDistribution(mean, logvar)
 
+    def mbpo_loss(self, context: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
+        """bnn.py's training loss on a minibatch ``context`` [E, b, C], ``y`` [E, b, D].
+
+        Returns (the loss to minimise, the per-member Gaussian term [E])."""
+        dist = self(context)
+        per_member = ((dist.mean - y).square() * torch.exp(-dist.logvar) + dist.logvar).mean((1, 2))
+        decay = torch.zeros((), device=y.device)
+        for coef, layer in zip(self.l2, self.linears, strict=bool(self.l2)):
+            decay = decay + coef * 0.5 * layer.weight.square().sum()  # tf.nn.l2_loss
+        return per_member.sum() + decay + self.regularizer(), per_member
+
     def regularizer(self) -> Tensor:
-        """Pulls the log-variance bounds together (weight 0.01, as PETS / MBPO)."""
-        return 0.01 * (self.max_logvar.sum() - self.min_logvar.sum())
+        """The log-variance bound term alone (weight 0.01, as bnn.py)."""
+        return LOGVAR_BOUND_WEIGHT * (self.max_logvar.sum() - self.min_logvar.sum())
 
 
 class GaussianDistribution:

@@ -7,7 +7,8 @@ from torch import Tensor, nn
 
 
 class Normalizer(nn.Module):
-    """x -> (x - mean) / std, refit on all data at every model fit (as MBPO's scaler)."""
+    """x -> (x - mean) / std, refit on the training rows at every model fit (as MBPO's
+    ``TensorStandardScaler``: population std, a std below 1e-12 replaced by 1)."""
 
     mean: Tensor
     std: Tensor
@@ -19,10 +20,12 @@ class Normalizer(nn.Module):
 
     @torch.no_grad()
     def fit(self, x: Tensor) -> None:
-        """x: [N, dim]. Constant dimensions keep std 1 instead of dividing by ~0."""
-        std = x.std(dim=0) if x.shape[0] > 1 else torch.ones_like(self.std)
-        self.mean.copy_(x.mean(dim=0))
-        self.std.copy_(torch.where(std < 1e-6, torch.ones_like(std), std))
+        """x: [N, dim]. Constant dimensions keep std 1 instead of dividing by ~0 (statistics
+        in float64, where a constant column's std is exactly 0)."""
+        x64 = x.double()
+        std = x64.std(dim=0, correction=0)
+        self.mean.copy_(x64.mean(dim=0))
+        self.std.copy_(torch.where(std < 1e-12, torch.ones_like(std), std))
 
     def forward(self, x: Tensor) -> Tensor:
         return (x - self.mean) / self.std

@@ -1,5 +1,8 @@
-"""Fitting the dynamics ensemble as MBPO does: holdout split, bootstrap per member, early
-stopping on holdout NLL, best snapshot per member, elites; capped in epochs and seconds.
+"""Fitting the dynamics ensemble as MBPO does (``bnn.py``'s ``train``): holdout split, input
+statistics from the training rows, a bootstrap resample per member, early stopping when no
+member improved its holdout score by 1 % for ``patience`` epochs, each member's layers restored
+to their best epoch, elites re-scored on the holdout rows after the restore; optional caps in
+epochs and seconds. The holdout score is MSE (MBPO) or NLL (``model.select_by``).
 
 Inside an epoch nothing is read back to the host; the early-stopping decision reads one small
 tensor per epoch.
@@ -24,9 +27,12 @@ class ModelTrainer:
         self, model: DynamicsModel, cfg: ModelConfig, amp: str = "off", compile: bool = False
     ) -> None:
         self.model, self.cfg = model, cfg
-        if any(p.shape[0] != cfg.members for p in model.density.parameters()):
-            raise ValueError("every density parameter needs a leading member dimension")
-        self.opt = adam(model.density.parameters(), cfg.lr, cfg.weight_decay, decoupled=True)
+        shared = getattr(model.density, "shared", ())
+        # Best-epoch snapshots cover the per-member parameters; shared ones keep their last value.
+        self._members = [p for n, p in model.density.named_parameters() if n not in shared]
+        if any(p.shape[0] != cfg.members for p in self._members):
+            raise ValueError("every per-member density parameter needs a leading member dim")
+        self.opt = adam(model.density.parameters(), cfg.lr, cfg.decoupled_decay, decoupled=True)
         self.amp_dtype = {"off": None, "bf16": torch.bfloat16, "fp16": torch.float16}[amp]
         self.scaler = torch.amp.GradScaler(model.device.type, enabled=amp == "fp16")
         self._step = GuardedStep(self.opt, self.scaler)  # a non-finite batch is skipped
@@ -47,10 +53,10 @@ class ModelTrainer:
     ) -> dict[str, Any]:
         """Fit on N real transitions ([N, ...] device tensors). Returns ``model/*`` metrics."""
         cfg, model = self.cfg, self.model
-        target = model.targets(obs, next_obs, rew)
-        model.fit_normalizers(obs, act, target)
-        x, y = model.in_norm(torch.cat([obs, act], -1)), model.out_norm(target)
-        train_idx, hold_idx = self._split(x.shape[0], generator)
+        target, inputs = model.targets(obs, next_obs, rew), torch.cat([obs, act], -1)
+        train_idx, hold_idx = self._split(inputs.shape[0], generator)
+        model.fit_normalizers(inputs[train_idx], target[train_idx])  # as MBPO: training rows
+        x, y = model.in_norm(inputs), model.out_norm(target)
         self._train_rows = train_idx.shape[0]
         boot = train_idx[
             torch.randint(
@@ -62,12 +68,12 @@ class ModelTrainer:
             )
         ]  # bootstrap: each member its own resample of the training rows
         best = torch.full((cfg.members,), float("inf"), device=x.device)
-        snapshot = [p.detach().clone() for p in model.density.parameters()]
-        start, epoch, stale, train_nll = time.perf_counter(), 0, 0, torch.zeros(())
+        snapshot = [p.detach().clone() for p in self._members]
+        start, epoch, stale, train_loss = time.perf_counter(), 0, 0, torch.zeros(())
         while True:
-            train_nll = self._epoch(x, y, boot, generator)
+            train_loss = self._epoch(x, y, boot, generator)
             epoch += 1
-            hold = self.holdout_nll(x[hold_idx], y[hold_idx])
+            hold = self.holdout_score(x[hold_idx], y[hold_idx])
             improved = (best - hold) / best.abs().clamp_min(1e-8) > cfg.improvement
             improved |= torch.isinf(best) & torch.isfinite(hold)
             best = torch.where(improved, hold, best)
@@ -76,7 +82,7 @@ class ModelTrainer:
             if self._done(epoch, stale, start):
                 break
         self._restore(snapshot)
-        return self._finish(x[hold_idx], y[hold_idx], best, train_nll, epoch, start)
+        return self._finish(x[hold_idx], y[hold_idx], train_loss, epoch, start)
 
     def _split(self, n: int, gen: torch.Generator) -> tuple[Tensor, Tensor]:
         if n < 2:
@@ -86,7 +92,8 @@ class ModelTrainer:
         return perm[n_hold:], perm[:n_hold]
 
     def _epoch(self, x: Tensor, y: Tensor, boot: Tensor, gen: torch.Generator) -> Tensor:
-        """One pass over each member's bootstrap sample; returns the mean train NLL [()]."""
+        """One pass over each member's bootstrap sample; returns the mean per-member train
+        metric [()] (the flow's NLL, the Gaussian's MBPO loss term)."""
         e, n = boot.shape
         order = boot.gather(1, torch.argsort(torch.rand(e, n, generator=gen, device=x.device), 1))
         total = torch.zeros((), device=x.device)
@@ -100,30 +107,39 @@ class ModelTrainer:
         return total / max(steps, 1)
 
     def _batch_loss(self, xb: Tensor, yb: Tensor) -> tuple[Tensor, Tensor]:
-        """Loss of one minibatch [E, b, ...] per member, and the per-member NLL [E]."""
+        """The model's loss on one minibatch [E, b, ...] and its per-member term [E]."""
         with self._autocast():
-            nll = -self.model.dist(xb).log_prob(yb).mean(dim=1)  # [E]
-        return nll.sum() + self.model.regularizer(), nll
+            return self.model.loss(xb, yb)
 
     @torch.no_grad()
-    def holdout_nll(self, x: Tensor, y: Tensor) -> Tensor:
-        """Mean NLL per member [E] on normalised holdout rows, in chunks."""
+    def holdout_score(self, x: Tensor, y: Tensor, criterion: str | None = None) -> Tensor:
+        """Per-member holdout score [E] (lower is better) on normalised inputs ``x`` and model
+        targets ``y``, in chunks: ``nll`` (mean over rows, model units) or ``mse`` (of the mean
+        / the flow's mode, mean over rows and dims, raw target units: bnn.py's ``mse_loss``)."""
+        criterion = criterion or self.cfg.criterion
         parts = []
         for i in range(0, x.shape[0], 8192):
+            xb, yb = x[i : i + 8192], y[i : i + 8192]
             with self._autocast():
-                parts.append(-self.model.dist(x[i : i + 8192]).log_prob(y[i : i + 8192]))
+                dist = self.model.dist(xb)
+            if criterion == "nll":
+                parts.append(-dist.log_prob(yb))
+            else:
+                norm = self.model.out_norm
+                err = norm.inverse(dist.mode().float()) - norm.inverse(yb)
+                parts.append(err.square().mean(-1))
         return torch.cat(parts, dim=1).mean(dim=1).nan_to_num(float("inf"))
 
     @torch.no_grad()
     def _keep_improved(self, snapshot: list[Tensor], improved: Tensor) -> None:
-        # Every parameter has a leading member dimension: copy the improved members only.
-        for saved, p in zip(snapshot, self.model.density.parameters(), strict=True):
+        # Per-member parameters have a leading member dimension: copy the improved ones only.
+        for saved, p in zip(snapshot, self._members, strict=True):
             mask = improved.view(-1, *([1] * (p.dim() - 1)))
             saved.copy_(torch.where(mask, p, saved))
 
     @torch.no_grad()
     def _restore(self, snapshot: list[Tensor]) -> None:
-        for saved, p in zip(snapshot, self.model.density.parameters(), strict=True):
+        for saved, p in zip(snapshot, self._members, strict=True):
             p.copy_(saved)
 
     def _done(self, epoch: int, stale: int, start: float) -> bool:
@@ -135,17 +151,21 @@ class ModelTrainer:
         return cfg.max_seconds is not None and time.perf_counter() - start >= cfg.max_seconds
 
     def _finish(
-        self, xh: Tensor, yh: Tensor, best: Tensor, train_nll: Tensor, epochs: int, start: float
+        self, xh: Tensor, yh: Tensor, train_loss: Tensor, epochs: int, start: float
     ) -> dict[str, Any]:
+        # As bnn.py's _end_train: score the restored members again, the best become elites.
+        scores = {c: self.holdout_score(xh, yh, c) for c in ("nll", "mse")}
+        best = scores[self.cfg.criterion]
         elites = torch.topk(best, self.cfg.elites, largest=False).indices.sort().values
         self.model.elites.copy_(elites)
-        with torch.no_grad(), self._autocast():
-            pred = self.model.dist(xh, elites).mode()
         self.fits += 1
+        # NLL of the raw targets [ds, r] (+ log|det| of the standardisation): the same units
+        # for the flow and the Gaussian, whichever of them standardises its targets.
+        raw_nll = scores["nll"] + self.model.out_norm.std.log().sum()
         return {
-            "model/train_nll": train_nll,
-            "model/holdout_nll": best[elites].mean(),
-            "model/holdout_mse": (pred - yh).square().mean(),
+            "model/train_loss": train_loss,
+            "model/holdout_nll": raw_nll[elites].mean(),
+            "model/holdout_mse": scores["mse"][elites].mean(),
             "model/epochs": epochs,
             "model/elites": self.cfg.elites,
             "model/fit_seconds": time.perf_counter() - start,
