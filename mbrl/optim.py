@@ -129,9 +129,13 @@ class FusedAdamStep:
 
 
 def _unshare_steps(opt: torch.optim.Optimizer, state_dict: dict[str, Any]) -> dict[str, Any]:
-    for state in state_dict["state"].values():
-        if "step" in state:
-            state["step"] = state["step"].clone()
+    # torch's state_dict() holds the optimizer's own per-parameter dicts, not copies: new
+    # dicts here, or the live state would lose the shared count (and every later checkpoint
+    # would save the count of the first one).
+    state_dict["state"] = {
+        k: {**v, "step": v["step"].clone()} if "step" in v else v
+        for k, v in state_dict["state"].items()
+    }
     return state_dict
 
 

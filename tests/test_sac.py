@@ -229,6 +229,26 @@ def test_state_dict_roundtrip_gives_identical_updates() -> None:
         assert torch.equal(ma[key], mb[key])
 
 
+def test_every_checkpoint_saves_the_current_adam_step_count() -> None:
+    """A run checkpoints before its first update and then again: each state dict must carry
+    the step count of its own moment (saving must not detach the live count), and an agent
+    loaded from a later one continues exactly like the original."""
+    a = _sac()
+    first = copy.deepcopy(a.state_dict())  # before any update (as a run's first checkpoint)
+    for i in range(3):
+        a.update(_batch(i), torch.Generator().manual_seed(i))
+    later = copy.deepcopy(a.state_dict())
+    assert all(float(v["step"]) == 0 for v in first["opt"]["state"].values())
+    assert all(float(v["step"]) == 3 for v in later["opt"]["state"].values())
+    a.update(_batch(3), torch.Generator().manual_seed(3))
+    assert all(float(v["step"]) == 4 for v in a.state_dict()["opt"]["state"].values())
+    b = SAC(OBS, ACT, SACConfig(hidden_sizes=[32, 32]))
+    b.load_state_dict(later)
+    b.update(_batch(3), torch.Generator().manual_seed(3))
+    for key, value in a.actor.state_dict().items():
+        assert torch.equal(value, b.actor.state_dict()[key]), key
+
+
 @pytest.mark.parametrize("amp,grads", [("bf16", "analytic"), ("bf16", "autograd"), ("fp16", "")])
 def test_amp_update_is_finite_and_moves(amp: str, grads: str) -> None:
     cfg = SACConfig(hidden_sizes=[32, 32], grads=grads or "analytic")

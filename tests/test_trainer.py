@@ -99,6 +99,41 @@ def test_resumed_run_equals_uninterrupted_run(tmp_path: str) -> None:
     assert _comparable(_rows(full)) == _comparable(_rows(split))
 
 
+@pytest.mark.parametrize("snapshot", [100, 200, 300])
+def test_resume_from_any_snapshot_equals_uninterrupted_run(tmp_path: str, snapshot: int) -> None:
+    """A run killed after any checkpoint: ``iteration_<N>.pt`` copied over ``last.pt`` (the
+    state a kill right after that checkpoint leaves) resumes to the uninterrupted run. The
+    first checkpoint (step 100) is written before the first update."""
+    import shutil
+
+    full, split = os.path.join(tmp_path, "full"), os.path.join(tmp_path, "split")
+    cfg = tiny_config(**{"eval.every": 100})
+    Trainer(cfg, full).run()
+    shutil.copytree(full, split)
+    ckpt = os.path.join(split, "ckpt")
+    shutil.copy(os.path.join(ckpt, f"iteration_{snapshot}.pt"), os.path.join(ckpt, "last.pt"))
+    Trainer(tiny_config(**{"eval.every": 100}, resume=split), split).run()
+    a, b = load(os.path.join(full, "ckpt", "last.pt")), load(os.path.join(ckpt, "last.pt"))
+    _assert_same(a["agent"], b["agent"], "agent")
+    assert _comparable(_rows(full)) == _comparable(_rows(split))
+
+
+def _assert_same(a: object, b: object, path: str) -> None:
+    """Nested state dicts equal bit for bit."""
+    if isinstance(a, dict):
+        assert isinstance(b, dict) and a.keys() == b.keys(), path
+        for key in a:
+            _assert_same(a[key], b[key], f"{path}.{key}")
+    elif isinstance(a, list | tuple):
+        assert isinstance(b, list | tuple) and len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            _assert_same(x, y, f"{path}[{i}]")
+    elif isinstance(a, torch.Tensor):
+        assert isinstance(b, torch.Tensor) and torch.equal(a, b), path
+    else:
+        assert a == b, path
+
+
 def test_snapshots_without_buffer_are_smaller(tmp_path: str) -> None:
     run = os.path.join(tmp_path, "run")
     Trainer(tiny_config(total_steps=200, **{"checkpoint.buffer_in_snapshots": False}), run).run()
