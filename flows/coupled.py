@@ -64,6 +64,9 @@ class CoupledFlows(nn.Module):
         """Set ``offset`` so that log mean exp(x) = 0 on ``p_samples`` [N, dim] (samples of P);
         returns the shift applied to x."""
         xs = torch.cat([self(p_samples[i : i + chunk]) for i in range(0, len(p_samples), chunk)])
+        xs = xs[torch.isfinite(xs)]  # a corrupt sample must not make the offset NaN
+        if xs.numel() == 0:
+            return torch.zeros((), device=self.offset.device)
         shift = torch.logsumexp(xs, dim=0) - math.log(xs.shape[0])
         self.offset.add_(shift)
         return shift

@@ -7,8 +7,9 @@ state, so writing all three costs one serialisation.
 
 from __future__ import annotations
 
+import contextlib
 import os
-from typing import Any
+from typing import IO, Any
 
 import torch
 
@@ -21,9 +22,57 @@ class CheckpointError(RuntimeError):
     """A checkpoint that cannot be used: missing, unreadable, or from another run setup."""
 
 
+def _open(path: str) -> IO[bytes]:
+    """Where checkpoint bytes go (a seam for tests that make the disk run full)."""
+    return open(path, "wb")
+
+
+class _Recording:
+    """A binary file that remembers the OSError its write raised (disk full, quota, ...)."""
+
+    def __init__(self, f: IO[bytes]) -> None:
+        self.f = f
+        self.error: OSError | None = None
+
+    def write(self, data: Any) -> int:
+        try:
+            return self.f.write(data)
+        except OSError as err:
+            self.error = self.error or err
+            raise
+
+    def flush(self) -> None:
+        self.f.flush()
+
+    def fileno(self) -> int:
+        return self.f.fileno()
+
+    def __enter__(self) -> _Recording:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.f.close()
+
+
 def save_atomic(state: dict[str, Any], path: str) -> None:
+    """Write ``state`` to ``path`` all or nothing: into a temporary file, then renamed over
+    ``path``. If the write fails (disk full, ...), the temporary file is removed, ``path``
+    keeps its previous contents, and :class:`CheckpointError` says so."""
     tmp = f"{path}.tmp{os.getpid()}"
-    torch.save(state, tmp)
+    sink = _Recording(_open(tmp))
+    try:
+        with sink:
+            torch.save(state, sink)  # type: ignore[arg-type]
+            sink.flush()
+            os.fsync(sink.fileno())  # the bytes are on disk before the rename makes them current
+    except (OSError, RuntimeError) as err:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        cause = sink.error or err  # torch re-raises a failed write as its own, vaguer error
+        raise CheckpointError(
+            f"could not write checkpoint {path!r}: {cause}. The previous "
+            f"{os.path.basename(path)} is intact; free some disk space and resume the run from it"
+        ) from cause
     os.replace(tmp, path)  # atomic on POSIX: a reader sees the old or the new file, never half
 
 
@@ -82,9 +131,17 @@ class CheckpointManager:
     def __init__(self, run_dir: str, snapshots: bool, buffer_in_snapshots: bool) -> None:
         self.dir = os.path.join(run_dir, "ckpt")
         os.makedirs(self.dir, exist_ok=True)
+        for name in os.listdir(self.dir):  # half-written files of a process that was killed
+            if ".pt.tmp" in name:
+                with contextlib.suppress(OSError):
+                    os.remove(os.path.join(self.dir, name))
         self.snapshots, self.buffer_in_snapshots = snapshots, buffer_in_snapshots
         self.last_path = os.path.join(self.dir, "last.pt")
         self.best_path = os.path.join(self.dir, "ckpt_best.pt")
+
+    def save_last(self, state: dict[str, Any]) -> None:
+        """Only ``last.pt`` (a stop between evaluations)."""
+        save_atomic(state, self.last_path)
 
     def save(self, state: dict[str, Any], step: int, is_best: bool) -> None:
         save_atomic(state, self.last_path)

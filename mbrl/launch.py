@@ -16,8 +16,12 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from mbrl import runlock
 from mbrl.checkpoint import CheckpointError, load
 from mbrl.config import Config, ConfigError, validate
+from mbrl.envs import env_dims, make_env
+from mbrl.memory import check_memory
+from mbrl.utils import resolve_device
 
 # Config groups select a file; a resumed run cannot switch them.
 GROUPS = ("env", "algorithm")
@@ -94,25 +98,52 @@ def resolve(cfg: DictConfig, overrides: list[str]) -> Config:
     return validate(saved)
 
 
-def _fail(err: Exception) -> None:
+def _fail(err: Exception, code: int = 2) -> None:
     print(f"error: {err}", file=sys.stderr)
-    sys.exit(2)
+    sys.exit(code)
+
+
+def _literal_run_dir(config: DictConfig, cfg: Config) -> str | None:
+    """The run folder when it is known before hydra makes it: a resume's folder, or a
+    ``hydra.run.dir`` given as a plain path (a new run's default has a timestamp in it)."""
+    if cfg.resume is not None:
+        return cfg.resume
+    raw = OmegaConf.to_container(config.hydra.run, resolve=False)
+    run_dir = raw.get("dir") if isinstance(raw, dict) else None
+    return run_dir if isinstance(run_dir, str) and "${" not in run_dir else None
+
+
+def check_before_start(config: DictConfig, lock: bool = True) -> Config:
+    """Everything that must fail before a file is written: the config, the checkpoint to
+    resume, whether the buffers fit in memory, and whether another run holds the folder."""
+    cfg = resolve(config, list(config.hydra.overrides.task))
+    if cfg.resume is not None:  # a bad checkpoint must fail before hydra writes there
+        load(os.path.join(cfg.resume, "ckpt", "last.pt"), env_name=cfg.env.name, mmap=True)
+    env = make_env(cfg.env.name, cfg.env.max_episode_steps)
+    check_memory(cfg, *env_dims(env), resolve_device(cfg.device))
+    env.close()
+    run_dir = _literal_run_dir(config, cfg) if lock else None
+    if run_dir is not None:
+        runlock.acquire(run_dir)  # held until the process ends (the trainer reuses it)
+    return cfg
 
 
 class ValidateCallback(Callback):
-    """Runs :func:`resolve` before hydra writes anything (the run folder included)."""
+    """Runs :func:`check_before_start` before hydra writes anything (the run folder included)."""
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         try:
-            cfg = resolve(config, list(config.hydra.overrides.task))
-            if cfg.resume is not None:  # a bad checkpoint must fail before hydra writes there
-                load(os.path.join(cfg.resume, "ckpt", "last.pt"), env_name=cfg.env.name, mmap=True)
-        except (ConfigError, CheckpointError) as err:
+            check_before_start(config)
+        except (ConfigError, CheckpointError, runlock.RunFolderBusy) as err:
             _fail(err)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        # Sweep values are applied per job; the shared part can be checked now.
-        self.on_run_start(config)
+        # Sweep values are applied per job (each job's trainer checks and locks its folder);
+        # the shared part can be checked now.
+        try:
+            check_before_start(config, lock=False)
+        except (ConfigError, CheckpointError) as err:
+            _fail(err)
 
 
 def run(cfg: DictConfig) -> float:
@@ -127,7 +158,14 @@ def run(cfg: DictConfig) -> float:
 
             return float(run_profile(config, run_dir)["wall"])
         trainer = Trainer(config, run_dir)
-    except (ConfigError, CheckpointError) as err:
+    except (ConfigError, CheckpointError, runlock.RunFolderBusy) as err:
         _fail(err)
         raise  # unreachable: _fail exits
-    return trainer.run()
+    try:
+        result = trainer.run()
+    except CheckpointError as err:  # e.g. the disk ran full: last.pt holds the last good state
+        _fail(err, code=1)
+        raise
+    if trainer.stopped:
+        sys.exit(130)  # stopped by Ctrl-C (checkpoint written): as a shell reports SIGINT
+    return result

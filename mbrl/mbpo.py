@@ -3,6 +3,8 @@ rollouts into the model pool, and SAC batches mixed from the real buffer and the
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -18,6 +20,10 @@ from mbrl.rollout import rollout
 from mbrl.timer import PhaseTimer
 
 SAC_FIELDS = ("obs", "act", "rew", "next_obs", "terminated")
+
+
+def _quiet(text: str) -> None:
+    """A status sink that shows nothing."""
 
 
 def mbpo_epoch(env_steps: int, cfg: Config) -> int:
@@ -84,21 +90,42 @@ class MBPO:
         return env_steps >= m.init_steps and env_steps % m.model_train_freq == 0
 
     def model_phase(
-        self, env_steps: int, gen: torch.Generator, timer: PhaseTimer
+        self,
+        env_steps: int,
+        gen: torch.Generator,
+        timer: PhaseTimer,
+        status: Callable[[str], None] = _quiet,
     ) -> dict[str, Any]:
-        """Fit the model (and rewarder) on all real data, then refill the pool with rollouts."""
+        """Fit the model (and rewarder) on all real data, then refill the pool with rollouts.
+        ``status`` hears what is happening (the progress bar shows it)."""
         with timer.phase("model"):
             data = self.real.rows()
+            status("model fit")
             metrics = self.model_trainer.fit(
-                data["obs"], data["act"], data["next_obs"], data["rew"], gen
+                data["obs"],
+                data["act"],
+                data["next_obs"],
+                data["rew"],
+                gen,
+                on_epoch=lambda epoch, score: status(
+                    f"model fit: epoch {epoch}, holdout {self.cfg.model.criterion} {score:.4g}"
+                ),
+            )
+        if metrics["model/nonfinite_rows"]:
+            logging.getLogger(__name__).warning(
+                "step %d: %d real transitions hold NaN/inf; left out of the model fit",
+                env_steps,
+                metrics["model/nonfinite_rows"],
             )
         if self.rewarder is not None:
             with timer.phase("rewarder"):
+                status("rewarder fit")
                 metrics.update(self.rewarder.fit(self.model, data, gen))
         with timer.phase("rollout"):
             # As MBPO: set the length, resize the pool (here: its live window), roll out.
             length = rollout_length(env_steps, self.cfg)
             self.pool.set_window(model_pool_size(self.cfg, length))
+            status(f"rollout: {self.cfg.rollout.batch_size} starts x {length} steps")
             # Only the observations: gathering every field of 100k rows would be wasted copies.
             start = self.real.sample(self.cfg.rollout.batch_size, gen, ("obs",))["obs"]
             metrics.update(
@@ -116,6 +143,7 @@ class MBPO:
             )
         metrics["rollout/pool_size"] = self.pool.size
         self.pool_ready = bool(self.pool.size > 0)  # sync-ok: once per model phase
+        status("")
         return metrics
 
     def batch(self, batch_size: int, gen: torch.Generator) -> dict[str, Tensor]:

@@ -21,7 +21,7 @@ from torch import Tensor
 from flows.coupled import CoupledFlows
 from mbrl.config import RewarderConfig
 from mbrl.models.dynamics import DynamicsModel
-from mbrl.optim import adam
+from mbrl.optim import GuardedStep, adam
 
 CALIBRATION_ROWS = 16384  # real rows drawn per fit to estimate log mean exp(x)
 
@@ -49,6 +49,7 @@ class Rewarder:
             bins=cfg.bins,
         ).to(device)
         self.opt = adam(self.flows.parameters(), cfg.lr)
+        self._step = GuardedStep(self.opt, torch.amp.GradScaler(device.type, enabled=False))
 
     @staticmethod
     def features(model: DynamicsModel, obs: Tensor, act: Tensor, target: Tensor) -> Tensor:
@@ -80,10 +81,7 @@ class Rewarder:
             z_real = self.features(model, obs, act, target)
             z_model = self.features(model, obs, act, model.targets(obs, pred_next, pred_rew))
             loss, x_p, x_q = self.flows.dv_loss(z_real, z_model)
-            loss = torch.where(torch.isfinite(loss), loss, torch.zeros_like(loss))
-            self.opt.zero_grad(set_to_none=True)
-            loss.backward()
-            self.opt.step()
+            self._step(loss)  # a non-finite loss (a corrupt row in the batch) is skipped
         shift = self._calibrate(model, real, gen)
         return {
             "rewarder/loss": loss.detach(),

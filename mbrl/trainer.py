@@ -3,23 +3,26 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
 import torch
 from torch import Tensor
-from tqdm import tqdm
 
-from mbrl import checkpoint
+from mbrl import checkpoint, report, runlock
 from mbrl.agents import SAC, ActingPolicy, resolve_act_device
 from mbrl.buffer import ReplayBuffer, transition_fields
 from mbrl.collector import Collector
 from mbrl.config import Config, to_yaml
 from mbrl.envs import env_dims, env_spec, make_env
 from mbrl.evaluator import Evaluator
+from mbrl.interrupt import StopRequest
 from mbrl.logger import Logger
 from mbrl.mbpo import MBPO
+from mbrl.memory import check_memory
+from mbrl.progress import Progress
 from mbrl.timer import PhaseTimer
 from mbrl.utils import (
     configure_cpu,
@@ -44,6 +47,8 @@ class Trainer:
         self.device = resolve_device(cfg.device)
         env = make_env(cfg.env.name, cfg.env.max_episode_steps)
         obs_dim, act_dim = env_dims(env)
+        self.dims = (obs_dim, act_dim)
+        check_memory(cfg, obs_dim, act_dim, self.device)  # before anything large is allocated
         # Never more rows than the run can fill: a 15k-step run does not allocate 1M rows.
         capacity = min(cfg.buffer.capacity, cfg.total_steps)
         self.buffer = ReplayBuffer(capacity, transition_fields(obs_dim, act_dim), self.device)
@@ -65,14 +70,17 @@ class Trainer:
             "act": make_generator(act_device, cfg.seed + 2),
         }
         self.updates = 0
-        self.best_return = -float("inf")
+        self.best_return, self.best_step = -float("inf"), 0
         self.last_eval: dict[str, float] = {}
         self._learner_metrics: dict[str, Tensor] = {}
         self.timer = PhaseTimer(self.device)
         self.step_hook: Callable[[], None] | None = None  # called after every env step
+        self.stopped = False  # set when Ctrl-C ended run() early
+        self.progress = Progress(cfg.total_steps, 0, False, 0, 0)  # run() makes the real one
         resumed = self._load(cfg.resume) if cfg.resume else None
         # Files are written only now: a resume from a bad checkpoint leaves the folder untouched.
-        os.makedirs(run_dir, exist_ok=True)
+        runlock.acquire(run_dir)  # one process per run folder
+        self.resumed_at = None if resumed is None else self.env_steps
         with open(os.path.join(run_dir, "config.yaml"), "w", encoding="utf-8") as f:
             f.write(to_yaml(cfg))
         self.logger = Logger(run_dir, cfg.logger.tensorboard, wandb=self._wandb(run_dir))
@@ -125,35 +133,46 @@ class Trainer:
     # --- the loop -------------------------------------------------------------------------
 
     def run(self) -> float:
-        """Train to ``total_steps``; returns the last evaluation's mean return."""
-        cfg = self.cfg
-        bar = tqdm(
-            total=cfg.total_steps,
-            initial=self.env_steps,
-            unit="step",
-            dynamic_ncols=True,
-            disable=not cfg.logger.progress,
-            mininterval=1.0,
+        """Train to ``total_steps``; returns the last evaluation's mean return. Ctrl-C stops
+        after the current step with a checkpoint in ``ckpt/last.pt`` (a second one at once)."""
+        cfg, stop = self.cfg, StopRequest()
+        settle = cfg.mbpo.model_train_freq if self.mbpo is not None else 100
+        print(report.start_text(self), file=sys.stderr, flush=True)
+        self.progress = Progress(
+            cfg.total_steps, self.env_steps, cfg.logger.progress, self.learning_starts, settle
         )
+        outcome = "finished"
         try:
-            while self.env_steps < cfg.total_steps:
-                if self.mbpo is not None and self.mbpo.due(self.env_steps):
-                    self._model_phase()
-                with self.timer.phase("env"):
-                    self.collector.step(self._explore)
-                    self.acting.step()
-                if self.env_steps > self.learning_starts:
-                    with self.timer.phase("sac"):
-                        self._learn()
-                self._periodic(bar)
-                bar.update(1)
-                if self.step_hook is not None:
-                    self.step_hook()
+            with stop:
+                while self.env_steps < cfg.total_steps:
+                    self._iteration()
+                    if stop.requested:
+                        self._save_now()
+                        outcome = "stopped"
+                        break
+            self.stopped = outcome == "stopped"
         finally:
-            bar.close()
+            self.progress.close()
             self.logger.close()
             self.evaluator.close()
+            runlock.release(self.run_dir)
+        self.progress.write(report.summary_text(self, outcome))
         return self.last_eval.get("eval/return_mean", float("nan"))
+
+    def _iteration(self) -> None:
+        """One env step of Algorithm 2: model phase when due, env step, SAC updates."""
+        if self.mbpo is not None and self.mbpo.due(self.env_steps):
+            self._model_phase()
+        with self.timer.phase("env"):
+            self.collector.step(self._explore)
+            self.acting.step()
+        if self.env_steps > self.learning_starts:
+            with self.timer.phase("sac"):
+                self._learn()
+        self._periodic()
+        self.progress.step(self.env_steps)
+        if self.step_hook is not None:
+            self.step_hook()
 
     def _explore(self, obs: Tensor) -> Tensor:
         """Uniform random actions until ``learning_starts``, then the stochastic actor."""
@@ -165,7 +184,9 @@ class Trainer:
 
     def _model_phase(self) -> None:
         assert self.mbpo is not None
-        metrics = self.mbpo.model_phase(self.env_steps, self.gens["train"], self.timer)
+        metrics = self.mbpo.model_phase(
+            self.env_steps, self.gens["train"], self.timer, self.progress.phase
+        )
         with self.timer.phase("log"):
             self.logger.log(self.env_steps, metrics)
 
@@ -179,22 +200,31 @@ class Trainer:
             self._learner_metrics = self.agent.update(batch, gen)
             self.updates += 1
 
-    def _periodic(self, bar: tqdm) -> None:
+    def _periodic(self) -> None:
         step, cfg = self.env_steps, self.cfg
-        if step % cfg.logger.every == 0:
+        if step % cfg.logger.every == 0 or step == cfg.total_steps:  # the last step always
             with self.timer.phase("log"):
                 self._log()
         if step % cfg.eval.every == 0 or step == cfg.total_steps:
             with self.timer.phase("eval"):
+                self.progress.phase(f"eval: {cfg.eval.episodes} episodes")
                 self.acting.sync()  # evaluate the current weights
                 self.last_eval = self.evaluator.run(self._greedy)
             with self.timer.phase("log"):
                 self.logger.log(step, self.last_eval)
             is_best = self.last_eval["eval/return_mean"] > self.best_return
-            self.best_return = max(self.best_return, self.last_eval["eval/return_mean"])
+            if is_best:
+                self.best_return, self.best_step = self.last_eval["eval/return_mean"], step
             with self.timer.phase("checkpoint"):
+                self.progress.phase("checkpoint")
                 self.ckpt.save(self.state_dict(), step, is_best)
-            bar.set_postfix(eval_return=f"{self.last_eval['eval/return_mean']:.1f}")
+            self.progress.phase("")
+            self.progress.eval_return(self.last_eval["eval/return_mean"])
+
+    def _save_now(self) -> None:
+        """A stop between evaluations: ``ckpt/last.pt`` at this step. No extra metric lines:
+        the resumed run then logs exactly what the uninterrupted one would have."""
+        self.ckpt.save_last(self.state_dict())
 
     def _greedy(self, obs: Tensor) -> Tensor:
         return self.acting.act(obs, deterministic=True, generator=None)
@@ -218,6 +248,7 @@ class Trainer:
             "step": self.env_steps,
             "updates": self.updates,
             "best_return": self.best_return,
+            "best_step": self.best_step,
             "last_eval": dict(self.last_eval),
             "agent": self.agent.state_dict(),
             "acting": self.acting.state_dict(),
@@ -249,5 +280,6 @@ class Trainer:
         self.collector.load_state_dict(state["collector"])
         set_rng_state(state["rng"], self.gens)
         self.updates, self.best_return = state["updates"], state["best_return"]
+        self.best_step = state.get("best_step", 0)
         self.last_eval = state["last_eval"]
         return state

@@ -1,6 +1,6 @@
 """Fit the flow and the Gaussian ensemble on the same real data and compare holdout NLL.
 
-    python scripts/compare_models.py runs/hopper/2026-11-21_10-00-00 [--max-epochs 200]
+    python scripts/compare_models.py runs/hopper/2026-11-21_10-00-00 [--max-epochs 200] [--rows N]
 
 The data are the real transitions in the run's ``ckpt/last.pt``; both models get the run's
 fit settings with their own defaults (the Gaussian: MBPO's, early stopping on holdout MSE; the
@@ -31,13 +31,18 @@ def main() -> None:
     parser.add_argument(
         "--max-epochs", type=int, default=None, help="cap per fit (default: the run's)"
     )
+    parser.add_argument(
+        "--rows", type=int, default=None, help="use only the first N real transitions"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default=None, help="also write the results here")
     args = parser.parse_args()
     cfg = load_config(os.path.join(args.run_dir, "config.yaml"))
     configure_cpu(cfg.threads, cfg.flush_denormal)
     state = load(os.path.join(args.run_dir, "ckpt", "last.pt"), env_name=cfg.env.name)
-    data = state["buffers"]["real"]["data"]
+    data = state["buffers"]["real"]["data"]  # oldest first
+    if args.rows is not None:
+        data = {k: v[: args.rows] for k, v in data.items()}
     obs_dim, act_dim = data["obs"].shape[1], data["act"].shape[1]
     print(f"{cfg.env.name}: {data['obs'].shape[0]} real transitions from {args.run_dir}")
     results = {}

@@ -47,7 +47,8 @@ class DynamicsModel(nn.Module):
     def __init__(self, obs_dim: int, act_dim: int, cfg: ModelConfig) -> None:
         super().__init__()
         self.obs_dim, self.act_dim, self.cfg = obs_dim, act_dim, cfg
-        self.density = build_density(obs_dim + 1, obs_dim + act_dim, cfg)
+        self.density_dim, self.context_dim = obs_dim + 1, obs_dim + act_dim
+        self.density = build_density(self.density_dim, self.context_dim, cfg)
         self.in_norm = Normalizer(obs_dim + act_dim)
         self.out_norm = Normalizer(obs_dim + 1)
         self.register_buffer("elites", torch.arange(cfg.elites))

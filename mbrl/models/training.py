@@ -10,6 +10,7 @@ tensor per epoch.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
@@ -18,8 +19,21 @@ import torch
 from torch import Tensor
 
 from mbrl.config import ModelConfig
-from mbrl.models.dynamics import DynamicsModel
+from mbrl.models.dynamics import DynamicsModel, build_density
 from mbrl.optim import GuardedStep, adam
+
+EpochHook = Callable[[int, float], None]  # (epoch, mean best holdout score) after each epoch
+
+
+def _finite_rows(inputs: Tensor, target: Tensor) -> tuple[Tensor, Tensor, int]:
+    """Drop rows holding a NaN or inf (a corrupt transition must not poison the input
+    statistics); returns the rest and how many were dropped. One host read per fit."""
+    ok = torch.isfinite(inputs).all(-1) & torch.isfinite(target).all(-1)
+    dropped = int(ok.numel()) - int(ok.sum())  # sync-ok: once per fit
+    if dropped:
+        keep = ok.nonzero().squeeze(1)
+        inputs, target = inputs[keep], target[keep]
+    return inputs, target, dropped
 
 
 class ModelTrainer:
@@ -37,6 +51,7 @@ class ModelTrainer:
         self.scaler = torch.amp.GradScaler(model.device.type, enabled=amp == "fp16")
         self._step = GuardedStep(self.opt, self.scaler)  # a non-finite batch is skipped
         self.fits = 0
+        self.reinits = 0  # fresh starts after non-finite weights, all fits so far
         self._train_rows = 0
         self._loss: Callable[[Tensor, Tensor], tuple[Tensor, Tensor]] = self._batch_loss
         if compile:  # the last minibatch's size changes with the data: shapes may vary
@@ -49,40 +64,81 @@ class ModelTrainer:
         )
 
     def fit(
-        self, obs: Tensor, act: Tensor, next_obs: Tensor, rew: Tensor, generator: torch.Generator
+        self,
+        obs: Tensor,
+        act: Tensor,
+        next_obs: Tensor,
+        rew: Tensor,
+        generator: torch.Generator,
+        on_epoch: EpochHook | None = None,
     ) -> dict[str, Any]:
-        """Fit on N real transitions ([N, ...] device tensors). Returns ``model/*`` metrics."""
-        cfg, model = self.cfg, self.model
-        target, inputs = model.targets(obs, next_obs, rew), torch.cat([obs, act], -1)
+        """Fit on N real transitions ([N, ...] device tensors). Rows holding a non-finite
+        value are left out and counted; a model whose weights went non-finite is initialised
+        afresh first (counted). ``on_epoch(epoch, mean holdout score)`` runs after each epoch.
+        Returns ``model/*`` metrics."""
+        model = self.model
+        self._reinit_if_nonfinite()
+        inputs, target = torch.cat([obs, act], -1), model.targets(obs, next_obs, rew)
+        inputs, target, dropped = _finite_rows(inputs, target)
         train_idx, hold_idx = self._split(inputs.shape[0], generator)
         model.fit_normalizers(inputs[train_idx], target[train_idx])  # as MBPO: training rows
         x, y = model.in_norm(inputs), model.out_norm(target)
         self._train_rows = train_idx.shape[0]
-        boot = train_idx[
-            torch.randint(
-                0,
-                train_idx.shape[0],
-                (cfg.members, train_idx.shape[0]),
-                generator=generator,
-                device=x.device,
-            )
-        ]  # bootstrap: each member its own resample of the training rows
-        best = torch.full((cfg.members,), float("inf"), device=x.device)
+        # Bootstrap: each member its own resample (with replacement) of the training rows.
+        n = train_idx.shape[0]
+        shape = (self.cfg.members, n)
+        boot = train_idx[torch.randint(0, n, shape, generator=generator, device=x.device)]
+        start = time.perf_counter()
+        epochs, train_loss = self._train(x, y, boot, hold_idx, generator, on_epoch)
+        metrics = self._finish(x[hold_idx], y[hold_idx], train_loss, epochs, start)
+        return metrics | {"model/nonfinite_rows": dropped, "model/reinits": self.reinits}
+
+    def _train(
+        self,
+        x: Tensor,
+        y: Tensor,
+        boot: Tensor,
+        hold_idx: Tensor,
+        gen: torch.Generator,
+        on_epoch: EpochHook | None,
+    ) -> tuple[int, Tensor]:
+        """Epochs until early stopping (or a cap); each member ends at its best epoch."""
+        best = torch.full((self.cfg.members,), float("inf"), device=x.device)
         snapshot = [p.detach().clone() for p in self._members]
         start, epoch, stale, train_loss = time.perf_counter(), 0, 0, torch.zeros(())
         while True:
-            train_loss = self._epoch(x, y, boot, generator)
+            train_loss = self._epoch(x, y, boot, gen)
             epoch += 1
             hold = self.holdout_score(x[hold_idx], y[hold_idx])
-            improved = (best - hold) / best.abs().clamp_min(1e-8) > cfg.improvement
+            improved = (best - hold) / best.abs().clamp_min(1e-8) > self.cfg.improvement
             improved |= torch.isinf(best) & torch.isfinite(hold)
             best = torch.where(improved, hold, best)
             self._keep_improved(snapshot, improved)
-            stale = 0 if bool(improved.any()) else stale + 1  # sync-ok: one read per epoch
+            # The one host read of the epoch: did any member improve, and the mean best score.
+            any_improved, score = torch.stack([improved.any().float(), best.mean()]).tolist()
+            stale = 0 if any_improved else stale + 1
+            if on_epoch is not None:
+                on_epoch(epoch, score)
             if self._done(epoch, stale, start):
                 break
         self._restore(snapshot)
-        return self._finish(x[hold_idx], y[hold_idx], train_loss, epoch, start)
+        return epoch, train_loss
+
+    @torch.no_grad()
+    def _reinit_if_nonfinite(self) -> None:
+        """A model whose weights hold a NaN or inf cannot recover by training (every loss is
+        non-finite, every step skipped): start it afresh, with a fresh optimizer state."""
+        params = list(self.model.density.parameters())
+        if bool(torch.stack([p.isfinite().all() for p in params]).all()):  # sync-ok: per fit
+            return
+        fresh = build_density(self.model.density_dim, self.model.context_dim, self.cfg)
+        self.model.density.load_state_dict(fresh.to(self.model.device).state_dict())
+        self.opt.state.clear()
+        self.reinits += 1
+        logging.getLogger(__name__).warning(
+            "model weights were not finite: the dynamics model starts afresh (reinit %d)",
+            self.reinits,
+        )
 
     def _split(self, n: int, gen: torch.Generator) -> tuple[Tensor, Tensor]:
         if n < 2:
@@ -179,6 +235,7 @@ class ModelTrainer:
             "opt": self.opt.state_dict(),
             "scaler": self.scaler.state_dict(),
             "fits": self.fits,
+            "reinits": self.reinits,
             "nonfinite_steps": self._step.skipped.clone(),
         }
 
@@ -186,4 +243,5 @@ class ModelTrainer:
         self.opt.load_state_dict(state["opt"])
         self.scaler.load_state_dict(state["scaler"])
         self.fits = state["fits"]
+        self.reinits = state.get("reinits", 0)
         self._step.skipped.copy_(state["nonfinite_steps"])

@@ -1,0 +1,52 @@
+"""Ctrl-C during training: finish the current step, checkpoint, then stop.
+
+A KeyboardInterrupt raised at an arbitrary line could land between two writes of one update
+(a buffer half written, an optimizer half stepped); the checkpoint taken then would hold a
+state no run ever had. The first SIGINT only sets a flag that the loop reads after each step;
+a second one stops at once (nothing saved beyond the last checkpoint).
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from types import FrameType, TracebackType
+from typing import Any
+
+
+class StopRequest:
+    """``with StopRequest() as stop: ... if stop.requested: ...`` (main thread only; a no-op
+    elsewhere, e.g. under a launcher that runs jobs in threads)."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous: Any = None
+        self._installed = False
+
+    def __enter__(self) -> StopRequest:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+            self._installed = True
+        return self
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.requested:  # the second Ctrl-C
+            raise KeyboardInterrupt
+        self.requested = True
+        print(
+            "\nstopping after the current step, then writing ckpt/last.pt "
+            "(Ctrl-C again to quit at once, without it)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._installed:
+            signal.signal(signal.SIGINT, self._previous)
+            self._installed = False

@@ -1,0 +1,94 @@
+"""Will the buffers fit? Checked before anything is allocated.
+
+The real buffer and MBPO's model pool are allocated once, at full size, on the training
+device. Their size follows from the config alone (rows x bytes per row), so a setting that
+cannot fit (``rollout.batch_size=1000000000000``) is refused with one message that names the
+key, the figure and the largest value that fits, instead of failing in an allocation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import torch
+
+from mbrl.config import Config, ConfigError
+from mbrl.mbpo import pool_capacity
+
+HEADROOM = 0.9  # of the free memory the buffers may take; the rest is networks and workspace
+
+
+def row_bytes(obs_dim: int, act_dim: int, model_pool: bool) -> int:
+    """obs, next_obs, act, rew as fp32, terminated and truncated as bools, an int64 push
+    index, and (model pool) the rewarder score."""
+    return 4 * (2 * obs_dim + act_dim + 1) + 2 + 8 + (4 if model_pool else 0)
+
+
+def buffer_bytes(cfg: Config, obs_dim: int, act_dim: int) -> tuple[int, int]:
+    """(real buffer bytes, model pool bytes) as the trainer allocates them."""
+    real = (min(cfg.buffer.capacity, cfg.total_steps) + 1) * row_bytes(obs_dim, act_dim, False)
+    pool = 0
+    if cfg.algorithm.name == "mbpo":
+        pool = (pool_capacity(cfg) + 1) * row_bytes(obs_dim, act_dim, True)
+    return real, pool
+
+
+def free_bytes(device: torch.device) -> int:
+    """Free memory where the buffers go: the GPU's, or the host's available RAM."""
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        return int(free)
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+
+
+def check_memory(cfg: Config, obs_dim: int, act_dim: int, device: torch.device) -> None:
+    """Raise :class:`ConfigError` if the buffers would not fit in ``HEADROOM`` of free memory."""
+    real, pool = buffer_bytes(cfg, obs_dim, act_dim)
+    budget = HEADROOM * free_bytes(device)
+    if real + pool <= budget:
+        return
+    where = "GPU memory" if device.type == "cuda" else "RAM"
+    need = f"{_gb(real + pool)} (real buffer {_gb(real)}, model pool {_gb(pool)})"
+    if pool > real:
+        largest = _largest(cfg, obs_dim, act_dim, budget, "rollout", "batch_size")
+        hint = f"rollout.batch_size={cfg.rollout.batch_size} is too large"
+        largest_text = f"the largest rollout.batch_size that fits is {largest}"
+    else:
+        largest = _largest(cfg, obs_dim, act_dim, budget, "buffer", "capacity")
+        hint = f"buffer.capacity={cfg.buffer.capacity} is too large"
+        largest_text = f"the largest buffer.capacity that fits is {largest}"
+    raise ConfigError(
+        f"{hint}: the buffers need {need}, but only {_gb(budget)} of the {_gb(budget / HEADROOM)}"
+        f" of free {where} can go to them; {largest_text}"
+    )
+
+
+def _largest(cfg: Config, obs_dim: int, act_dim: int, budget: float, group: str, key: str) -> int:
+    """The largest value of ``group.key`` whose buffers fit in ``budget`` (both buffers grow
+    linearly with it, up to rounding: estimate, then step to the exact boundary)."""
+
+    def total(value: int) -> int:
+        node = dataclasses.replace(getattr(cfg, group), **{key: value})
+        return sum(buffer_bytes(dataclasses.replace(cfg, **{group: node}), obs_dim, act_dim))
+
+    current = getattr(getattr(cfg, group), key)
+    fixed = total(0) if group == "buffer" else sum(buffer_bytes(cfg, obs_dim, act_dim)[:1])
+    per_unit = (total(current) - fixed) / current
+    value = max(int((budget - fixed) // per_unit), 0)
+    while value > 0 and total(value) > budget:
+        value -= 1
+    while total(value + 1) <= budget:
+        value += 1
+    return value
+
+
+def _gb(nbytes: float) -> str:
+    return f"{nbytes / 2**30:.2f} GB" if nbytes < 10 * 2**40 else f"{nbytes / 2**40:.3g} TB"

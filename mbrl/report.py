@@ -1,0 +1,89 @@
+"""The text a run prints when it starts and when it ends (or is stopped)."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from typing import TYPE_CHECKING
+
+from mbrl.envs import env_spec
+from mbrl.memory import buffer_bytes
+from mbrl.progress import duration, megabytes, start_block
+
+if TYPE_CHECKING:
+    from mbrl.trainer import Trainer
+
+PHASE_ORDER = ("env", "model", "rewarder", "rollout", "sac", "eval", "log", "checkpoint")
+
+
+def _what(t: Trainer) -> str:
+    cfg = t.cfg
+    if t.mbpo is None:
+        return "SAC"
+    return f"MBPO + {cfg.model.name} model ({cfg.model.members} members, {cfg.model.elites} elites)"
+
+
+def start_text(t: Trainer) -> str:
+    cfg = t.cfg
+    obs_dim, act_dim = t.dims
+    real, pool = buffer_bytes(cfg, obs_dim, act_dim)
+    memory = f"real buffer {megabytes(real)}" + (f", model pool {megabytes(pool)}" if pool else "")
+    random_steps = cfg.mbpo.init_steps if t.mbpo is not None else cfg.algorithm.learning_starts
+    lines = {
+        "run folder": t.run_dir,
+        "device": f"{t.device} (amp {t.amp}, compile {str(cfg.compile).lower()}, "
+        f"{cfg.threads or 'default'} torch thread{'s' if cfg.threads != 1 else ''})",
+        "steps": f"{t.env_steps} -> {cfg.total_steps} (random until {random_steps}; eval every "
+        f"{cfg.eval.every} steps, {cfg.eval.episodes} episodes)",
+        "memory": memory,
+    }
+    if t.resumed_at is not None:
+        lines["resumed"] = f"from step {t.resumed_at} (ckpt/last.pt)"
+    if cfg.logger.tensorboard:
+        lines["watch"] = f"tensorboard --logdir {os.path.join(t.run_dir, 'log', 'tb')}"
+    gym_id = env_spec(cfg.env.name).gym_id
+    title = f"FlowMBPO: {_what(t)} on {cfg.env.name} ({gym_id}, obs {obs_dim}, act {act_dim})"
+    return f"{title}, seed {cfg.seed}\n{start_block(lines)}"
+
+
+def resume_command(run_dir: str) -> str:
+    """The command that continues this run, as the user would type it from here."""
+    script = "scripts/train.py"
+    if sys.argv and sys.argv[0].endswith("train.py"):
+        path = os.path.abspath(sys.argv[0])
+        script = os.path.relpath(path) if not os.path.relpath(path).startswith("..") else path
+    return f"python {shlex.quote(script)} resume={shlex.quote(run_dir)}"
+
+
+def summary_text(t: Trainer, outcome: str) -> str:
+    """``outcome``: finished | stopped."""
+    cfg, wall = t.cfg, t.timer.wall()
+    head = (
+        f"{'finished' if outcome == 'finished' else 'stopped (Ctrl-C)'} at step {t.env_steps} "
+        f"after {duration(wall)} in this process"
+    )
+    last = t.last_eval.get("eval/return_mean")
+    evals = "none yet"
+    if last is not None:
+        evals = f"last {last:.1f}, best {t.best_return:.1f} (step {t.best_step})"
+    grand = t.timer.grand
+    phases = [
+        f"{name} {duration(grand[name])} ({100 * grand[name] / max(wall, 1e-9):.0f} %)"
+        for name in PHASE_ORDER
+        if grand.get(name, 0.0) >= 0.05
+    ]
+    ckpt_dir = os.path.join(t.run_dir, "ckpt")
+    files = ["last.pt"] + (["ckpt_best.pt"] if t.last_eval else [])
+    if cfg.checkpoint.snapshots and t.last_eval:
+        files.append("iteration_<N>.pt")
+    resume = resume_command(t.run_dir)
+    if outcome == "finished":
+        resume += f" total_steps=<more than {cfg.total_steps}>"
+    lines = {
+        "eval return": evals,
+        "time": ", ".join(phases),
+        "checkpoints": f"{ckpt_dir}: {', '.join(files)}",
+        "resume": resume,
+    }
+    return f"{head}\n{start_block(lines)}"

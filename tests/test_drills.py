@@ -1,0 +1,377 @@
+"""Failure drills on real training processes: kill -9 at chosen moments and resume, Ctrl-C,
+a disk that runs full while a checkpoint is written, NaN injected into the data and the model,
+two runs pointed at one folder, buffers that cannot fit in memory."""
+
+from __future__ import annotations
+
+import errno
+import io
+import math
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+import torch
+from test_mbpo import mbpo_config
+
+from mbrl import checkpoint
+from mbrl.checkpoint import CheckpointError, load
+from mbrl.config import ConfigError
+from mbrl.memory import buffer_bytes, check_memory
+from mbrl.runlock import RunFolderBusy
+from mbrl.trainer import Trainer
+
+from test_trainer import _assert_same, _comparable, _rows
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TRAIN = [sys.executable, os.path.join(ROOT, "scripts", "train.py")]
+# Small, but with model fits, rollouts and checkpoints long enough to be caught in the act.
+MBPO_RUN = [
+    "env=pendulum",
+    "total_steps=1000",
+    "mbpo.init_steps=300",
+    "mbpo.model_train_freq=250",
+    "mbpo.updates_per_step=2",
+    "model.max_epochs=25",
+    "model.flow.layers=2",
+    "model.flow.hidden=[32]",
+    "model.flow.embed_hidden=[32]",
+    "model.flow.embed_dim=16",
+    "rollout.batch_size=20000",
+    "agent.hidden_sizes=[64,64]",
+    "agent.batch_size=64",
+    "eval.every=250",
+    "eval.episodes=1",
+    "logger.every=250",
+    "device=cpu",
+    "seed=3",
+]
+SAC_RUN = [
+    "env=pendulum",
+    "algorithm=sac",
+    "total_steps=1200",
+    "algorithm.learning_starts=300",
+    "algorithm.updates_per_step=2",
+    "buffer.capacity=1000000",
+    "eval.every=300",
+    "eval.episodes=1",
+    "logger.every=300",
+    "device=cpu",
+    "seed=3",
+]
+
+
+def _start(args: list[str], run_dir: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [*TRAIN, *args, f"hydra.run.dir={run_dir}"],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,  # bytes: the bar's \r must reach the reader as it is
+    )
+
+
+def _finish(args: list[str], run_dir: str) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        [*TRAIN, *args, f"hydra.run.dir={run_dir}", "logger.progress=false"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """The reference runs, each trained in one go."""
+    base = tmp_path_factory.mktemp("uninterrupted")
+    runs = {"mbpo": str(base / "mbpo"), "sac": str(base / "sac")}
+    _finish(MBPO_RUN, runs["mbpo"])
+    _finish(SAC_RUN, runs["sac"])
+    yield runs
+
+
+def _stderr_reader(proc: subprocess.Popen[bytes]) -> tuple[list[str], threading.Thread]:
+    """Collect the progress bar's output as it comes (tqdm redraws its line after a \r)."""
+    seen: list[str] = []
+
+    def read() -> None:
+        assert proc.stderr is not None
+        while chunk := proc.stderr.read1(256):  # type: ignore[attr-defined]
+            seen.append(chunk.decode("utf-8", "replace"))
+
+    thread = threading.Thread(target=read, daemon=True)
+    thread.start()
+    return seen, thread
+
+
+def _kill_when(proc: subprocess.Popen[bytes], moment: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 300
+    while not moment():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise AssertionError(f"the run ended before it was {what}")
+        time.sleep(0.0005)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+
+
+def _after(seen: list[str], marker: str, step: int) -> Callable[[], bool]:
+    """True once the bar's latest line shows ``marker`` at or past env step ``step``."""
+
+    def moment() -> bool:
+        text = "".join(seen[-64:])
+        line = text.replace("\n", "\r").rstrip("\r ").rsplit("\r", 1)[-1]
+        if not line.startswith(marker):
+            return False
+        count = line.split("| ", 1)[1].split("/", 1)[0] if "| " in line else ""
+        return count.isdigit() and int(count) >= step
+
+    return moment
+
+
+def _tmp_checkpoint(run_dir: str, after: int) -> Callable[[], bool]:
+    """True while ``ckpt/last.pt`` is being written (its temporary file exists), once the
+    run has passed env step ``after``."""
+    ckpt = os.path.join(run_dir, "ckpt")
+
+    def moment() -> bool:
+        try:
+            names = os.listdir(ckpt)
+        except FileNotFoundError:
+            return False
+        return any(n.startswith("last.pt.tmp") for n in names) and any(
+            n.startswith("iteration_") and int(n[10:-3]) >= after for n in names
+        )
+
+    return moment
+
+
+def _assert_resumed_equals(reference: str, resumed: str, model: bool) -> None:
+    a, b = (
+        load(os.path.join(reference, "ckpt", "last.pt")),
+        load(os.path.join(resumed, "ckpt", "last.pt")),
+    )
+    _assert_same(a["agent"], b["agent"], "agent")
+    if model:
+        _assert_same(a["mbpo"]["model"], b["mbpo"]["model"], "model")
+        _assert_same(a["buffers"]["model"]["data"], b["buffers"]["model"]["data"], "pool")
+    skip = ("model/fit_seconds",)
+    strip = [{k: v for k, v in r.items() if k not in skip} for r in _comparable(_rows(reference))]
+    again = [{k: v for k, v in r.items() if k not in skip} for r in _comparable(_rows(resumed))]
+    assert strip == again
+    evals = [r for r in again if "eval/return_mean" in r]
+    assert evals and evals[-1]["step"] == a["step"]
+
+
+@pytest.mark.slow  # real processes, ~1 min each: .ci/run runs them (-m slow)
+@pytest.mark.parametrize("moment", ["model fit", "rollout", "checkpoint write"])
+def test_kill_9_then_resume_equals_uninterrupted_mbpo(
+    moment: str, uninterrupted: dict[str, str], tmp_path: str
+) -> None:
+    run = os.path.join(tmp_path, "run")
+    proc = _start(MBPO_RUN, run)
+    seen, reader = _stderr_reader(proc)
+    if moment == "checkpoint write":
+        _kill_when(proc, _tmp_checkpoint(run, 500), "writing a checkpoint")
+        assert any(n.startswith("last.pt.tmp") for n in os.listdir(os.path.join(run, "ckpt")))
+    else:
+        marker = "model fit: epoch" if moment == "model fit" else "rollout:"
+        _kill_when(proc, _after(seen, marker, 750), f"in a {moment}")
+    reader.join(timeout=5)
+    assert proc.returncode == -signal.SIGKILL
+    _finish(["resume=" + run], run)
+    _assert_resumed_equals(uninterrupted["mbpo"], run, model=True)
+    assert not any(".pt.tmp" in n for n in os.listdir(os.path.join(run, "ckpt")))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("moment", ["sac updates", "checkpoint write"])
+def test_kill_9_then_resume_equals_uninterrupted_sac(
+    moment: str, uninterrupted: dict[str, str], tmp_path: str
+) -> None:
+    run = os.path.join(tmp_path, "run")
+    proc = _start(SAC_RUN, run)
+    seen, reader = _stderr_reader(proc)
+    if moment == "checkpoint write":
+        _kill_when(proc, _tmp_checkpoint(run, 600), "writing a checkpoint")
+    else:
+        _kill_when(proc, _after(seen, "train", 700), "updating")
+    reader.join(timeout=5)
+    _finish(["resume=" + run], run)
+    _assert_resumed_equals(uninterrupted["sac"], run, model=False)
+
+
+@pytest.mark.slow
+def test_ctrl_c_writes_last_pt_and_resumes_exactly(
+    uninterrupted: dict[str, str], tmp_path: str
+) -> None:
+    run = os.path.join(tmp_path, "run")
+    proc = _start(SAC_RUN, run)
+    seen, reader = _stderr_reader(proc)
+    moment = _after(seen, "train", 650)
+    deadline = time.monotonic() + 300
+    while not moment() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.001)
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=120)
+    reader.join(timeout=5)
+    text = "".join(seen)
+    assert proc.returncode == 130, text[-2000:]
+    assert "stopped (Ctrl-C) at step" in text and "resume=" in text
+    stopped_at = int(text.split("stopped (Ctrl-C) at step ")[1].split()[0])
+    assert 650 <= stopped_at < 1200
+    assert load(os.path.join(run, "ckpt", "last.pt"))["step"] == stopped_at
+    _finish(["resume=" + run], run)
+    _assert_resumed_equals(uninterrupted["sac"], run, model=False)
+
+
+def test_short_run_writes_its_last_step_to_every_log(tmp_path: str) -> None:
+    run = os.path.join(tmp_path, "run")
+    _finish(
+        ["env=pendulum", "algorithm=sac", "total_steps=600", "eval.every=300", "device=cpu"],
+        run,
+    )
+    for comp in ("collector", "learner", "buffer"):
+        with open(os.path.join(run, "log", comp, f"{comp}.log"), encoding="utf-8") as f:
+            assert "step 600 |" in f.read(), comp
+    assert any(r["step"] == 600 and "collector/envstep_count" in r for r in _rows(run))
+
+
+class _FullDisk(io.BufferedWriter):
+    """A file whose writes fail with ENOSPC once ``room`` bytes are written."""
+
+    def __init__(self, path: str, room: int) -> None:
+        super().__init__(io.FileIO(path, "wb"))
+        self.room = room
+
+    def write(self, data: object) -> int:
+        size = memoryview(data).nbytes  # type: ignore[arg-type]
+        if size > self.room:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        self.room -= size
+        return super().write(data)  # type: ignore[arg-type]
+
+
+def test_disk_full_during_a_checkpoint_keeps_the_last_good_one(
+    tmp_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = os.path.join(tmp_path, "run")
+    trainer = Trainer(mbpo_config(total_steps=300, **{"eval.every": 100}), run)
+
+    def fill_disk_after_step_100() -> None:
+        if trainer.env_steps == 101:
+            monkeypatch.setattr(checkpoint, "_open", lambda path: _FullDisk(path, 4096))
+
+    trainer.step_hook = fill_disk_after_step_100
+    with pytest.raises(CheckpointError) as info:
+        trainer.run()
+    message = str(info.value)
+    assert "No space left on device" in message and "last.pt is intact" in message
+    monkeypatch.undo()
+    ckpt = os.path.join(run, "ckpt")
+    assert load(os.path.join(ckpt, "last.pt"))["step"] == 100  # the previous good state
+    assert not any(".tmp" in n for n in os.listdir(ckpt))
+
+
+def test_nan_in_real_data_and_model_weights_is_contained(tmp_path: str) -> None:
+    run = os.path.join(tmp_path, "run")
+    cfg = mbpo_config(total_steps=400, **{"rollout.batch_size": 256})
+    trainer = Trainer(cfg, run)
+    assert trainer.mbpo is not None
+
+    def inject() -> None:
+        if trainer.env_steps == 150:  # between the first two model phases
+            with torch.no_grad():
+                trainer.buffer.data["obs"][[3, 50, 120], 0] = float("nan")
+                trainer.buffer.data["rew"][77] = float("inf")
+                next(iter(trainer.mbpo.model.density.parameters())).view(-1)[0] = float("nan")
+
+    trainer.step_hook = inject
+    trainer.run()
+    rows = _rows(run)
+    phases = [r for r in rows if "model/nonfinite_rows" in r and r["step"] >= 200]
+    assert phases and all(r["model/nonfinite_rows"] == 4 for r in phases)
+    assert phases[0]["model/reinits"] == 1 and phases[-1]["model/reinits"] == 1
+    assert all(math.isfinite(r["model/holdout_nll"]) for r in phases)
+    assert sum(r["rollout/nonfinite"] for r in phases) > 0  # NaN start states: dropped rows
+    learner = [r for r in rows if "learner/nonfinite_steps" in r]
+    assert learner[-1]["learner/nonfinite_steps"] > 0  # batches with a NaN row: skipped
+    for net in (trainer.agent.actor, trainer.agent.critic):
+        assert all(torch.isfinite(p).all() for p in net.parameters())
+    assert all(torch.isfinite(p).all() for p in trainer.mbpo.model.parameters())
+    pool = trainer.mbpo.pool.rows()
+    assert all(torch.isfinite(pool[k]).all() for k in ("obs", "next_obs", "rew"))
+    with open(os.path.join(run, "log", "model", "model.log"), encoding="utf-8") as f:
+        assert "nonfinite_rows 4" in f.read()
+
+
+def test_second_run_on_the_same_folder_is_refused(tmp_path: str) -> None:
+    run = os.path.join(tmp_path, "run")
+    first = _start(SAC_RUN, run)
+    _, reader = _stderr_reader(first)
+    deadline = time.monotonic() + 120
+    while not os.path.exists(os.path.join(run, "metrics.jsonl")):
+        assert time.monotonic() < deadline and first.poll() is None
+        time.sleep(0.05)
+    with open(os.path.join(run, ".hydra", "overrides.yaml"), encoding="utf-8") as f:
+        hydra_record = f.read()
+    second = subprocess.run(
+        [*TRAIN, *SAC_RUN, "seed=4", f"hydra.run.dir={run}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert second.returncode == 2
+    assert f"run folder {run!r} is in use by a running FlowMBPO process" in second.stderr
+    with open(os.path.join(run, ".hydra", "overrides.yaml"), encoding="utf-8") as f:
+        assert f.read() == hydra_record  # the second run wrote nothing
+    assert first.wait(timeout=600) == 0
+    reader.join(timeout=5)
+    assert [r["step"] for r in _rows(run) if "eval/return_mean" in r] == [300, 600, 900, 1200]
+    # In-process too: a Trainer on a folder held by another process stops before writing.
+    holder = _start(SAC_RUN, os.path.join(tmp_path, "held"))
+    while not os.path.exists(os.path.join(tmp_path, "held", "metrics.jsonl")):
+        time.sleep(0.05)
+    with pytest.raises(RunFolderBusy):
+        Trainer(mbpo_config(), os.path.join(tmp_path, "held"))
+    holder.kill()
+    holder.wait()
+
+
+def test_buffers_that_cannot_fit_are_refused_before_any_folder(tmp_path: str) -> None:
+    run = os.path.join(tmp_path, "run")
+    proc = subprocess.run(
+        [*TRAIN, "env=hopper", "rollout.batch_size=1000000000000", f"hydra.run.dir={run}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    err = proc.stderr.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: rollout.batch_size=1000000000000 is too")
+    assert "the largest rollout.batch_size that fits is" in err[0]
+    assert not os.path.exists(run)
+
+
+def test_largest_value_named_in_the_message_fits(monkeypatch: pytest.MonkeyPatch) -> None:
+    import mbrl.memory
+
+    monkeypatch.setattr(mbrl.memory, "free_bytes", lambda device: 3 * 2**30)
+    cfg = mbpo_config(**{"rollout.batch_size": 10**9, "total_steps": 10**6})
+    with pytest.raises(ConfigError) as info:
+        check_memory(cfg, 11, 3, torch.device("cpu"))
+    largest = int(str(info.value).rsplit(" ", 1)[1])
+    budget = mbrl.memory.HEADROOM * 3 * 2**30
+    fits = mbpo_config(**{"rollout.batch_size": largest, "total_steps": 10**6})
+    assert sum(buffer_bytes(fits, 11, 3)) <= budget
+    check_memory(fits, 11, 3, torch.device("cpu"))  # no error
+    over = mbpo_config(**{"rollout.batch_size": largest + 1, "total_steps": 10**6})
+    assert sum(buffer_bytes(over, 11, 3)) > budget
