@@ -135,14 +135,47 @@ def format_table(rows: list[dict[str, float | str]]) -> str:
     return "\n".join(lines)
 
 
-def plot_curves(settings: list[Setting], out: str, metric: str = "eval/return_mean") -> list[str]:
-    """Mean and a ±std band over seeds per setting; writes ``out`` as PNG and SVG."""
+@dataclass
+class Reference:
+    """A published curve to draw beside the runs: mean and std of the return per env step."""
+
+    label: str
+    steps: np.ndarray
+    mean: np.ndarray
+    std: np.ndarray
+
+
+def load_reference(path: str) -> Reference:
+    """A CSV with columns ``step,mean,std`` (``#`` lines are comments); the label is the file
+    name (``docs/reference/mbpo_hopper.csv`` -> ``mbpo_hopper``)."""
+    table = np.loadtxt(path, delimiter=",", comments="#", skiprows=0, dtype=str)
+    header, values = list(table[0]), table[1:].astype(float)
+    if header != ["step", "mean", "std"]:
+        raise ValueError(f"{path}: expected the columns step,mean,std, got {','.join(header)}")
+    label = os.path.splitext(os.path.basename(path))[0]
+    return Reference(label, values[:, 0], values[:, 1], values[:, 2])
+
+
+def plot_curves(
+    settings: list[Setting],
+    out: str,
+    metric: str = "eval/return_mean",
+    reference: Reference | None = None,
+) -> list[str]:
+    """Mean and a ±std band over seeds per setting (and a reference curve over the runs'
+    range of steps); writes ``out`` as PNG and SVG."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
+    if reference is not None:
+        last = max(float(run.curve(metric)[0].max(initial=0)) for s in settings for run in s.runs)
+        keep = reference.steps <= last + 1000
+        x, m, sd = reference.steps[keep], reference.mean[keep], reference.std[keep]
+        ax.plot(x, m, "k--", label=f"{reference.label} (published, mean ± std)")
+        ax.fill_between(x, m - sd, m + sd, alpha=0.12, color="k")
     for s in settings:
         curves = [run.curve(metric) for run in s.runs]
         curves = [c for c in curves if len(c[0])]

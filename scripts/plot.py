@@ -1,6 +1,7 @@
 """Learning curves, a summary table and time-per-phase bars for runs and sweeps.
 
     python scripts/plot.py RUN_OR_SWEEP_DIR... [--out fig.png] [--metric eval/return_mean]
+                           [--reference docs/reference/mbpo_hopper.csv]
 
 Runs are grouped by the config values that differ between them; seeds are pooled into a
 mean curve with a ±std band. Writes OUT (.png and .svg) and OUT_phases (.png and .svg), and
@@ -13,7 +14,15 @@ import argparse
 import os
 import sys
 
-from mbrl.plotting import find_runs, format_table, group, plot_curves, plot_phases, summary
+from mbrl.plotting import (
+    find_runs,
+    format_table,
+    group,
+    load_reference,
+    plot_curves,
+    plot_phases,
+    summary,
+)
 
 
 def main() -> int:
@@ -29,17 +38,23 @@ def main() -> int:
         help="group by these config keys only, comma-separated (default: every key that "
         "differs between the runs, seed aside)",
     )
+    parser.add_argument(
+        "--reference",
+        default=None,
+        help="a published curve to draw beside the runs: CSV with columns step,mean,std",
+    )
     args = parser.parse_args()
     try:
         runs = find_runs(args.paths)
-    except FileNotFoundError as err:
+        reference = load_reference(args.reference) if args.reference else None
+    except (FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     settings = group(runs, args.by.split(",") if args.by else None)
     print(f"{len(runs)} runs, {len(settings)} settings")
     print(format_table(summary(settings, args.metric)))
     out = args.out or os.path.join(args.paths[0], "curves.png")
-    written = plot_curves(settings, out, args.metric)
+    written = plot_curves(settings, out, args.metric, reference)
     base, ext = os.path.splitext(out)
     written += plot_phases(settings, f"{base}_phases{ext or '.png'}")
     print("wrote " + ", ".join(written))

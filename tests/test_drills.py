@@ -169,42 +169,39 @@ def _assert_resumed_equals(reference: str, resumed: str, model: bool) -> None:
     assert evals and evals[-1]["step"] == a["step"]
 
 
+# (algorithm, moment of the kill, the bar's text then, from which env step)
+KILLS = [
+    ("mbpo", "model fit", "model fit: epoch", 750),
+    ("mbpo", "rollout", "rollout:", 750),
+    ("mbpo", "checkpoint write", None, 500),
+    ("sac", "sac updates", "train", 700),
+    ("sac", "checkpoint write", None, 600),
+]
+
+
 @pytest.mark.slow  # real processes, ~1 min each: .ci/run runs them (-m slow)
-@pytest.mark.parametrize("moment", ["model fit", "rollout", "checkpoint write"])
-def test_kill_9_then_resume_equals_uninterrupted_mbpo(
-    moment: str, uninterrupted: dict[str, str], tmp_path: str
+@pytest.mark.parametrize(("algo", "moment", "marker", "after"), KILLS)
+def test_kill_9_then_resume_equals_uninterrupted(
+    algo: str,
+    moment: str,
+    marker: str | None,
+    after: int,
+    uninterrupted: dict[str, str],
+    tmp_path: str,
 ) -> None:
     run = os.path.join(tmp_path, "run")
-    proc = _start(MBPO_RUN, run)
+    proc = _start(MBPO_RUN if algo == "mbpo" else SAC_RUN, run)
     seen, reader = _stderr_reader(proc)
-    if moment == "checkpoint write":
-        _kill_when(proc, _tmp_checkpoint(run, 500), "writing a checkpoint")
+    if marker is None:
+        _kill_when(proc, _tmp_checkpoint(run, after), "writing a checkpoint")
         assert any(n.startswith("last.pt.tmp") for n in os.listdir(os.path.join(run, "ckpt")))
     else:
-        marker = "model fit: epoch" if moment == "model fit" else "rollout:"
-        _kill_when(proc, _after(seen, marker, 750), f"in a {moment}")
+        _kill_when(proc, _after(seen, marker, after), f"in a {moment}")
     reader.join(timeout=5)
     assert proc.returncode == -signal.SIGKILL
     _finish(["resume=" + run], run)
-    _assert_resumed_equals(uninterrupted["mbpo"], run, model=True)
+    _assert_resumed_equals(uninterrupted[algo], run, model=algo == "mbpo")
     assert not any(".pt.tmp" in n for n in os.listdir(os.path.join(run, "ckpt")))
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("moment", ["sac updates", "checkpoint write"])
-def test_kill_9_then_resume_equals_uninterrupted_sac(
-    moment: str, uninterrupted: dict[str, str], tmp_path: str
-) -> None:
-    run = os.path.join(tmp_path, "run")
-    proc = _start(SAC_RUN, run)
-    seen, reader = _stderr_reader(proc)
-    if moment == "checkpoint write":
-        _kill_when(proc, _tmp_checkpoint(run, 600), "writing a checkpoint")
-    else:
-        _kill_when(proc, _after(seen, "train", 700), "updating")
-    reader.join(timeout=5)
-    _finish(["resume=" + run], run)
-    _assert_resumed_equals(uninterrupted["sac"], run, model=False)
 
 
 @pytest.mark.slow

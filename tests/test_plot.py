@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from test_cli import TINY
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -39,6 +40,25 @@ def test_multirun_sweep_then_plot(train_cmd: list[str], tmp_path: str) -> None:
         assert os.path.getsize(path) > 1000, path
     with open(out, "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+    # The same runs beside a published curve.
+    ref = os.path.join(ROOT, "docs", "reference", "mbpo_hopper.csv")
+    proc = subprocess.run([*plot, "--reference", ref], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def test_reference_curve_reads_mean_and_std(tmp_path: str) -> None:
+    from mbrl.plotting import load_reference
+
+    ref = load_reference(os.path.join(ROOT, "docs", "reference", "mbpo_hopper.csv"))
+    # erl_lib's curves at step 10019: 92.6, 210.8, 329.0, 447.2, 565.3 (mean -2..+2 std).
+    i = list(ref.steps).index(10019)
+    assert (ref.label, ref.mean[i], ref.std[i]) == ("mbpo_hopper", 329.0, 118.2)
+    assert ref.mean[i] - 2 * ref.std[i] == pytest.approx(92.6, abs=0.2)
+    bad = os.path.join(tmp_path, "bad.csv")
+    with open(bad, "w", encoding="utf-8") as f:
+        f.write("step,return\n1,2\n")
+    with pytest.raises(ValueError, match="expected the columns step,mean,std"):
+        load_reference(bad)
 
 
 def test_plot_reports_missing_runs(tmp_path: str) -> None:
