@@ -60,6 +60,14 @@ def test_train_then_resume_from_the_command_line(train_cmd: list[str], tmp_path:
         os.path.join(tmp_path, "runs", "pendulum", "*")
     )  # runs/<env>/<date_time>
     assert "step/s" in proc.stderr and "eval_return" in proc.stderr  # the progress bar
+    err = proc.stderr
+    # The start block, the phases the bar names, the summary with the resume command.
+    assert "FlowMBPO: MBPO + flow model (3 members, 2 elites) on pendulum" in err
+    assert f"run folder  {run_dir}" in err
+    assert "tensorboard --logdir" in err and "memory      real buffer" in err
+    assert "model fit: epoch 1, holdout nll" in err and "rollout: 100 starts x" in err
+    assert "finished at step 300" in err and "best" in err
+    assert f"resume={run_dir} total_steps=" in err
     with open(os.path.join(run_dir, "metrics.jsonl"), encoding="utf-8") as f:
         rows = [json.loads(line) for line in f]
     assert all("step" in r for r in rows) and rows[-1]["step"] == 300
