@@ -24,6 +24,10 @@ def duration(seconds: float) -> str:
     return f"{seconds:.1f} s"
 
 
+def episodes(n: int) -> str:
+    return f"{n} episode{'' if n == 1 else 's'}"
+
+
 def megabytes(nbytes: float) -> str:
     return f"{nbytes / 2**30:.1f} GB" if nbytes >= 2**30 else f"{nbytes / 2**20:.0f} MB"
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from mbrl.envs import env_spec
 from mbrl.memory import buffer_bytes
-from mbrl.progress import duration, megabytes, start_block
+from mbrl.progress import duration, episodes, megabytes, start_block
 
 if TYPE_CHECKING:
     from mbrl.trainer import Trainer
@@ -35,7 +35,7 @@ def start_text(t: Trainer) -> str:
         "device": f"{t.device} (amp {t.amp}, compile {str(cfg.compile).lower()}, "
         f"{cfg.threads or 'default'} torch thread{'s' if cfg.threads != 1 else ''})",
         "steps": f"{t.env_steps} -> {cfg.total_steps} (random until {random_steps}; eval every "
-        f"{cfg.eval.every} steps, {cfg.eval.episodes} episodes)",
+        f"{cfg.eval.every} steps, {episodes(cfg.eval.episodes)})",
         "memory": memory,
     }
     if t.resumed_at is not None:

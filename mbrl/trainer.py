@@ -22,7 +22,7 @@ from mbrl.interrupt import StopRequest
 from mbrl.logger import Logger
 from mbrl.mbpo import MBPO
 from mbrl.memory import check_memory
-from mbrl.progress import Progress
+from mbrl.progress import Progress, episodes
 from mbrl.timer import PhaseTimer
 from mbrl.utils import (
     configure_cpu,
@@ -207,7 +207,7 @@ class Trainer:
                 self._log()
         if step % cfg.eval.every == 0 or step == cfg.total_steps:
             with self.timer.phase("eval"):
-                self.progress.phase(f"eval: {cfg.eval.episodes} episodes")
+                self.progress.phase(f"eval: {episodes(cfg.eval.episodes)}")
                 self.acting.sync()  # evaluate the current weights
                 self.last_eval = self.evaluator.run(self._greedy)
             with self.timer.phase("log"):
