@@ -169,8 +169,8 @@ class Trainer:
         if self.env_steps > self.learning_starts:
             with self.timer.phase("sac"):
                 self._learn()
-        self._periodic()
         self.progress.step(self.env_steps)
+        self._periodic()
         if self.step_hook is not None:
             self.step_hook()
 

@@ -526,3 +526,13 @@ def test_ant_and_humanoid_observations_are_mbpos_truncated_ones(env: str, dims: 
     expected = torch.cat([torch.as_tensor(data.qpos[2:]), torch.as_tensor(data.qvel)])
     assert obs.shape == (dims,)
     torch.testing.assert_close(torch.as_tensor(obs, dtype=torch.float64), expected.double())
+
+
+def test_actor_log_std_is_squashed_into_minus_5_2_not_clipped() -> None:
+    """The kept difference (docs/fidelity.md): softlearning clips the log-std to [-20, 2];
+    here it is min + (max - min) (tanh(raw) + 1) / 2 with [min, max] = [-5, 2]."""
+    sac = SAC(3, 2, SACConfig(hidden_sizes=[8]))
+    raw = torch.tensor([-1e3, -1.0, 0.0, 0.5, 1e3])
+    expected = -5.0 + 7.0 * (torch.tanh(raw) + 1.0) / 2.0
+    torch.testing.assert_close(sac.actor.log_std(torch.tanh(raw)), expected)
+    assert float(expected[0]) == -5.0 and float(expected[-1]) == 2.0
