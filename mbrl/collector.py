@@ -13,7 +13,7 @@ from torch import Tensor
 
 from mbrl.buffer import ReplayBuffer
 from mbrl.envs import get_env_state, set_env_state
-from mbrl.staging import HostStager
+from mbrl.runtime.staging import HostStager
 
 Policy = Callable[[Tensor], Tensor]  # obs [1, obs_dim] -> act [1, act_dim] in [-1, 1]
 

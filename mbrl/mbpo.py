@@ -17,7 +17,7 @@ from mbrl.envs.termination import TerminationFn
 from mbrl.models import DynamicsModel, ModelTrainer
 from mbrl.rewarder import Rewarder
 from mbrl.rollout import rollout
-from mbrl.timer import PhaseTimer
+from mbrl.runtime.timer import PhaseTimer
 
 SAC_FIELDS = ("obs", "act", "rew", "next_obs", "terminated")
 

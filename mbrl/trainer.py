@@ -11,20 +11,20 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from mbrl import checkpoint, report, runlock
 from mbrl.agents import SAC, ActingPolicy, resolve_act_device
 from mbrl.buffer import ReplayBuffer, transition_fields
 from mbrl.collector import Collector
 from mbrl.config import Config, to_yaml
 from mbrl.envs import env_dims, env_spec, make_env
 from mbrl.evaluator import Evaluator
-from mbrl.interrupt import StopRequest
-from mbrl.logger import Logger
 from mbrl.mbpo import MBPO
-from mbrl.memory import check_memory
-from mbrl.progress import Progress, episodes
-from mbrl.timer import PhaseTimer
-from mbrl.utils import (
+from mbrl.runtime import checkpoint, report, runlock
+from mbrl.runtime.interrupt import StopRequest
+from mbrl.runtime.logger import Logger
+from mbrl.runtime.memory import check_memory
+from mbrl.runtime.progress import Progress, episodes
+from mbrl.runtime.timer import PhaseTimer
+from mbrl.runtime.utils import (
     configure_cpu,
     make_generator,
     resolve_amp,
@@ -34,7 +34,7 @@ from mbrl.utils import (
     seed_everything,
     set_rng_state,
 )
-from mbrl.wandb_sink import WandbSink
+from mbrl.runtime.wandb_sink import WandbSink
 
 
 class Trainer:

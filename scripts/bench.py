@@ -19,8 +19,8 @@ from typing import Any
 
 import torch
 
-from mbrl import bench
-from mbrl.utils import configure_cpu, resolve_amp
+from mbrl.runtime.utils import configure_cpu, resolve_amp
+from mbrl.tools import benchmarks as bench
 
 
 def main() -> None:

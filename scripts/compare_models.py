@@ -19,10 +19,10 @@ import time
 
 import torch
 
-from mbrl.checkpoint import load
 from mbrl.config import load_config
 from mbrl.models import DynamicsModel, ModelTrainer
-from mbrl.utils import configure_cpu
+from mbrl.runtime.checkpoint import load
+from mbrl.runtime.utils import configure_cpu
 
 
 def main() -> None:

@@ -13,7 +13,7 @@ import argparse
 import os
 import sys
 
-from mbrl.evaluate import EvaluateError, evaluate, record_video
+from mbrl.tools.eval_checkpoint import EvaluateError, evaluate, record_video
 
 
 def main() -> int:

@@ -14,7 +14,7 @@ import argparse
 import os
 import sys
 
-from mbrl.plotting import (
+from mbrl.tools.plotting import (
     find_runs,
     format_table,
     group,

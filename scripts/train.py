@@ -10,7 +10,7 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from mbrl.launch import expand_shorthands, register_resolvers, run
+from mbrl.runtime.launch import expand_shorthands, register_resolvers, run
 
 register_resolvers()
 sys.argv = expand_shorthands(sys.argv)

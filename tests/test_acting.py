@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from mbrl.agents import SAC, ActingPolicy, resolve_act_device
-from mbrl.checkpoint import load
 from mbrl.config import SACConfig
+from mbrl.runtime.checkpoint import load
+from mbrl.runtime.utils import resolve_amp
 from mbrl.trainer import Trainer
-from mbrl.utils import resolve_amp
 
 from test_sac import _batch
 from test_trainer import tiny_config

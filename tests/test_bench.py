@@ -9,8 +9,8 @@ import sys
 
 import torch
 
-from mbrl import bench
 from mbrl.config import Config
+from mbrl.tools import benchmarks as bench
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

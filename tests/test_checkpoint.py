@@ -7,7 +7,13 @@ import os
 import pytest
 import torch
 
-from mbrl.checkpoint import FORMAT_VERSION, CheckpointError, CheckpointManager, load, save_atomic
+from mbrl.runtime.checkpoint import (
+    FORMAT_VERSION,
+    CheckpointError,
+    CheckpointManager,
+    load,
+    save_atomic,
+)
 
 
 def _state(step: int) -> dict[str, object]:

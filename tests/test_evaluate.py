@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from mbrl.evaluate import EvaluateError, evaluate, record_video
+from mbrl.tools.eval_checkpoint import EvaluateError, evaluate, record_video
 from mbrl.trainer import Trainer
 
 from test_trainer import tiny_config

@@ -8,7 +8,7 @@ import os
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from mbrl.logger import Logger, to_numbers
+from mbrl.runtime.logger import Logger, to_numbers
 
 
 def test_to_numbers_keeps_ints_and_order() -> None:

@@ -9,7 +9,7 @@ import os
 import pytest
 import torch
 
-from mbrl.checkpoint import load
+from mbrl.runtime.checkpoint import load
 from mbrl.trainer import Trainer
 
 from test_trainer import _comparable, _rows, tiny_config
@@ -135,7 +135,7 @@ def test_cuda_compiled_run(tmp_path: str) -> None:
 
 
 def test_bench_times_a_trained_agent_both_ways(tmp_path: str) -> None:
-    from mbrl.bench import Bench, trained_sac_update
+    from mbrl.tools.benchmarks import Bench, trained_sac_update
 
     trainer = Trainer(mbpo_config(total_steps=100), os.path.join(tmp_path, "run"))
     trainer.run()

@@ -47,7 +47,7 @@ def test_multirun_sweep_then_plot(train_cmd: list[str], tmp_path: str) -> None:
 
 
 def test_reference_curve_reads_mean_and_std(tmp_path: str) -> None:
-    from mbrl.plotting import load_reference
+    from mbrl.tools.plotting import load_reference
 
     ref = load_reference(os.path.join(ROOT, "docs", "reference", "mbpo_hopper.csv"))
     # erl_lib's curves at step 10019: 92.6, 210.8, 329.0, 447.2, 565.3 (mean -2..+2 std).

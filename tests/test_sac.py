@@ -198,7 +198,7 @@ def test_update_never_syncs(host_reads: list[str]) -> None:
 
 
 def test_spy_sees_package_syncs(host_reads: list[str]) -> None:
-    from mbrl.logger import to_numbers
+    from mbrl.runtime.logger import to_numbers
 
     calls = host_reads
     to_numbers({"a": torch.tensor(1.0)})

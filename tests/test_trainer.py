@@ -10,9 +10,9 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from mbrl.checkpoint import load
 from mbrl.config import Config, validate
 from mbrl.envs import ENVS
+from mbrl.runtime.checkpoint import load
 from mbrl.trainer import Trainer
 
 

@@ -8,8 +8,8 @@ import sys
 from typing import TYPE_CHECKING
 
 from mbrl.envs import env_spec
-from mbrl.memory import buffer_bytes
-from mbrl.progress import duration, episodes, megabytes, start_block
+from mbrl.runtime.memory import buffer_bytes
+from mbrl.runtime.progress import duration, episodes, megabytes, start_block
 
 if TYPE_CHECKING:
     from mbrl.trainer import Trainer

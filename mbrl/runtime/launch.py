@@ -16,12 +16,12 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from mbrl import runlock
-from mbrl.checkpoint import CheckpointError, load
 from mbrl.config import Config, ConfigError, validate
 from mbrl.envs import env_dims, make_env
-from mbrl.memory import check_memory
-from mbrl.utils import resolve_device
+from mbrl.runtime import runlock
+from mbrl.runtime.checkpoint import CheckpointError, load
+from mbrl.runtime.memory import check_memory
+from mbrl.runtime.utils import resolve_device
 
 # Config groups select a file; a resumed run cannot switch them.
 GROUPS = ("env", "algorithm")
@@ -154,7 +154,7 @@ def run(cfg: DictConfig) -> float:
     try:
         config = resolve(cfg, list(HydraConfig.get().overrides.task))
         if config.profile.enabled:
-            from mbrl.profiling import run_profile
+            from mbrl.tools.profiling import run_profile
 
             return float(run_profile(config, run_dir)["wall"])
         trainer = Trainer(config, run_dir)

@@ -13,11 +13,11 @@ import numpy as np
 import torch
 
 from mbrl.agents import SAC
-from mbrl.checkpoint import CheckpointError, load
 from mbrl.config import Config, ConfigError, load_config
 from mbrl.envs import env_dims, make_env
 from mbrl.evaluator import Evaluator
-from mbrl.utils import configure_cpu, resolve_device
+from mbrl.runtime.checkpoint import CheckpointError, load
+from mbrl.runtime.utils import configure_cpu, resolve_device
 
 
 class EvaluateError(RuntimeError):

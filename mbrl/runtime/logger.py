@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from mbrl.wandb_sink import WandbSink
+from mbrl.runtime.wandb_sink import WandbSink
 
 COMPONENTS = ("collector", "evaluator", "learner", "buffer", "model")
 # Metric-key prefix -> the component whose text log gets the line ("eval/..." -> log/evaluator/).

@@ -25,7 +25,7 @@ from mbrl.config import Config, ModelConfig, SACConfig
 from mbrl.envs import env_spec, make_env
 from mbrl.models import DynamicsModel, ModelTrainer
 from mbrl.rollout import rollout
-from mbrl.staging import HostStager
+from mbrl.runtime.staging import HostStager
 
 if TYPE_CHECKING:
     from mbrl.trainer import Trainer

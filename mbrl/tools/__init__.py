@@ -1,0 +1,1 @@
+"""Tools beside the algorithm: benchmarks, profiling, plots, and evaluating saved runs."""
