@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.distributions import Distribution, constraints
 
 from flows.nn import EnsembleLinear, EnsembleMLP, fp32
 from flows.nn import full as _full
@@ -52,7 +54,7 @@ class EnsembleConditionalFlow(nn.Module):
         bins: int = 8,
         tail_bound: float = 4.0,
         embed_hidden: Sequence[int] = (200, 200),
-        embed_dim: int = 64,
+        embed_dim: int = 128,
         affine_clamp: float = 3.0,
         log_scale_bounds: tuple[float, float] = (-10.0, 2.0),
     ) -> None:
@@ -138,7 +140,7 @@ class EnsembleConditionalFlow(nn.Module):
             if context.dim() == 2:
                 context = context.expand(n, *context.shape)
             feat = F.silu(self.embed(context, members))
-        return FlowDistribution(self, feat, members)
+        return FlowDistribution(self, feat, members, single=False)
 
     # --- the bijection; h: [E', B, F] context features -------------------------------------
 
@@ -204,39 +206,89 @@ class EnsembleConditionalFlow(nn.Module):
         return torch.cat([u_a, u_b], -1), logdet
 
 
-class FlowDistribution:
-    """Per-member distribution: batch shape [E', B], event shape [dim]."""
+class FlowDistribution(Distribution):
+    """A ``torch.distributions.Distribution`` over y: batch shape [E', B] (per member), or [B]
+    for a single :class:`ConditionalFlow`; event shape [dim]. Samples are reparameterised."""
 
-    def __init__(self, flow: EnsembleConditionalFlow, h: Tensor, members: Tensor | None) -> None:
-        self.flow, self.h, self.members = flow, h, members
-        self.batch_shape = torch.Size(h.shape[:2])
-        self.event_shape = torch.Size([flow.dim])
+    has_rsample = True
+    arg_constraints: ClassVar[dict[str, constraints.Constraint]] = {}  # nothing to validate
+    support = constraints.real_vector
 
-    def log_prob(self, y: Tensor) -> Tensor:
-        """y: [B, D] (shared) or [E', B, D] -> log p(y) [E', B], in fp32."""
-        if y.dim() == 2:
-            y = y.expand(self.batch_shape[0], *y.shape)
-        z, logdet = self.flow.to_noise(y, self.h, self.members)
-        return logdet - 0.5 * z.square().sum(-1) - self.flow.dim * _HALF_LOG_2PI
+    def __init__(
+        self, flow: EnsembleConditionalFlow, h: Tensor, members: Tensor | None, single: bool
+    ) -> None:
+        self.flow, self.h, self.members, self.single = flow, h, members, single
+        batch = h.shape[1:2] if single else h.shape[:2]
+        super().__init__(torch.Size(batch), torch.Size([flow.dim]), validate_args=False)
 
-    def rsample(self, generator: torch.Generator | None = None) -> Tensor:
-        """Reparameterised sample [E', B, D]."""
-        z = torch.randn(
-            (*self.batch_shape, self.flow.dim),
-            generator=generator,
-            device=self.h.device,
-            dtype=_full(self.h).dtype,
-        )
-        return self.flow.to_data(z, self.h, self.members)[0]
+    def log_prob(self, value: Tensor) -> Tensor:
+        """y: [B, D] (shared by the members) or [E', B, D] -> log p(y) [E', B] ([B] for a
+        single flow), in fp32."""
+        if value.dim() == 2:
+            value = value.expand(self.h.shape[0], *value.shape)
+        z, logdet = self.flow.to_noise(value, self.h, self.members)
+        out = logdet - 0.5 * z.square().sum(-1) - self.flow.dim * _HALF_LOG_2PI
+        return out[0] if self.single else out
 
-    @torch.no_grad()
-    def sample(self, generator: torch.Generator | None = None) -> Tensor:
-        return self.rsample(generator)
+    def rsample(
+        self, sample_shape: Sequence[int] = (), generator: torch.Generator | None = None
+    ) -> Tensor:
+        """Reparameterised samples [*sample_shape, *batch_shape, dim]."""
+        return self._to_data(sample_shape, generator, zero=False)
 
-    @torch.no_grad()
+    def sample(
+        self, sample_shape: Sequence[int] = (), generator: torch.Generator | None = None
+    ) -> Tensor:
+        with torch.no_grad():
+            return self.rsample(sample_shape, generator)
+
+    @property
     def mode(self) -> Tensor:
         """The image of z = 0: a point prediction (the median for one layer, close to it after)."""
-        z = torch.zeros(
-            (*self.batch_shape, self.flow.dim), device=self.h.device, dtype=_full(self.h).dtype
-        )
-        return self.flow.to_data(z, self.h, self.members)[0]
+        with torch.no_grad():
+            return self._to_data((), None, zero=True)
+
+    def _to_data(
+        self, sample_shape: Sequence[int], generator: torch.Generator | None, zero: bool
+    ) -> Tensor:
+        if isinstance(sample_shape, torch.Generator):
+            raise TypeError("sample(sample_shape=(), generator=None): pass the generator by name")
+        e, b, f = self.h.shape
+        s = math.prod(sample_shape)
+        # Extra samples become extra rows of each member's batch: [E', S * B, .].
+        h = self.h if s == 1 else self.h.unsqueeze(1).expand(e, s, b, f).reshape(e, s * b, f)
+        shape, dtype = (e, s * b, self.flow.dim), _full(self.h).dtype
+        if zero:
+            z = torch.zeros(shape, device=h.device, dtype=dtype)
+        else:
+            z = torch.randn(shape, generator=generator, device=h.device, dtype=dtype)
+        y = self.flow.to_data(z, h, self.members)[0].view(e, *sample_shape, b, self.flow.dim)
+        if self.single:
+            return y[0]
+        return y.movedim(0, len(sample_shape))  # [*sample_shape, E', B, D]
+
+
+class ConditionalFlow(EnsembleConditionalFlow):
+    """One flow p(y | context), no member dimension: ``ConditionalFlow(dim, context_dim)``,
+    then ``flow(context [B, C])`` is a distribution with batch shape [B]; the keyword
+    arguments are :class:`EnsembleConditionalFlow`'s.
+
+    >>> import torch
+    >>> flow = ConditionalFlow(dim=2, context_dim=3, layers=2)
+    >>> dist = flow(torch.randn(5, 3))
+    >>> dist.sample().shape, dist.log_prob(torch.zeros(5, 2)).shape, dist.sample((4,)).shape
+    (torch.Size([5, 2]), torch.Size([5]), torch.Size([4, 5, 2]))
+    """
+
+    def __init__(self, dim: int, context_dim: int = 0, **kwargs: Any) -> None:
+        super().__init__(1, dim, context_dim, **kwargs)
+
+    def forward(
+        self, context: Tensor | None = None, members: Tensor | None = None, batch: int | None = None
+    ) -> FlowDistribution:
+        if members is not None:
+            raise ValueError("a ConditionalFlow has no members to choose from")
+        if context is not None and context.dim() != 2:
+            raise ValueError(f"context must be [B, {self.context_dim}], got {tuple(context.shape)}")
+        dist = super().forward(context, None, batch)
+        return FlowDistribution(self, dist.h, None, single=True)

@@ -1,22 +1,26 @@
-"""MBPO (Janner et al. 2019, Algorithm 2) around the SAC agent: model fits, the rewarder,
-rollouts into the model pool, and SAC batches mixed from the real buffer and the pool."""
+"""MBPO (Janner et al. 2019), Algorithm 2: :func:`train` is the loop on one screen. The model
+side (model fits, the rewarder, rollouts into the model pool, batches mixed from the real
+buffer and the pool) is :class:`MBPO`; model-free SAC is the same loop with :class:`ModelFree`,
+whose model phase is never due and whose batches come from the real buffer alone."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor
 
 from mbrl.agents import SAC
 from mbrl.buffer import ReplayBuffer, transition_fields
+from mbrl.collector import Collector
 from mbrl.config import Config
 from mbrl.envs.termination import TerminationFn
 from mbrl.models import DynamicsModel, ModelTrainer
 from mbrl.rewarder import Rewarder
 from mbrl.rollout import rollout
+from mbrl.runtime.interrupt import StopRequest
 from mbrl.runtime.timer import PhaseTimer
 
 SAC_FIELDS = ("obs", "act", "rew", "next_obs", "terminated")
@@ -29,7 +33,7 @@ def _quiet(text: str) -> None:
 def mbpo_epoch(env_steps: int, cfg: Config) -> int:
     """MBPO's epoch counter: epochs of ``epoch_length`` env steps *after* the initial random
     exploration (mbpo.py's ``_epoch`` starts at 0 once ``init_steps`` are collected)."""
-    return max(env_steps - cfg.mbpo.init_steps, 0) // cfg.mbpo.epoch_length
+    return max(env_steps - cfg.algorithm.init_steps, 0) // cfg.mbpo.epoch_length
 
 
 def rollout_length(env_steps: int, cfg: Config) -> int:
@@ -55,8 +59,76 @@ def pool_capacity(cfg: Config) -> int:
     return model_pool_size(cfg, max(cfg.rollout.min_length, cfg.rollout.max_length))
 
 
+class Run(Protocol):
+    """What the loop needs from a run (``mbrl.trainer.Trainer``): its parts and three hooks."""
+
+    cfg: Config
+    agent: SAC
+    data: MBPO | ModelFree
+    collector: Collector
+    timer: PhaseTimer
+    gens: dict[str, torch.Generator]
+
+    def explore(self, obs: Tensor) -> Tensor: ...  # uniform random, then the SAC policy
+
+    def after_model_phase(self, metrics: dict[str, Any]) -> None: ...  # log its metrics
+
+    def after_step(self, sac_metrics: dict[str, Tensor] | None) -> None: ...  # log, eval, ckpt
+
+
+def train(run: Run, stop: StopRequest) -> bool:
+    """Algorithm 2 until ``cfg.total_steps`` env steps; True when a Ctrl-C stopped it early.
+
+    D_env is ``run.collector``'s real buffer, D_model the model pool in ``run.data``."""
+    cfg, data, agent, timer, env = run.cfg, run.data, run.agent, run.timer, run.collector
+    gen, batch_size = run.gens["train"], cfg.agent.batch_size
+    while env.envstep_count < cfg.total_steps:
+        if data.model_phase_due(env.envstep_count):  # every model_train_freq env steps:
+            # train the model on D_env, then roll it out from D_env's states into D_model
+            run.after_model_phase(data.model_phase(env.envstep_count, gen, timer))
+        with timer.phase("env"):  # take an action in the env; add the transition to D_env
+            env.step(run.explore)
+        sac_metrics = None
+        if env.envstep_count > cfg.algorithm.init_steps:
+            with timer.phase("sac"):  # G policy updates on batches from D_env and D_model
+                for _ in range(cfg.algorithm.updates_per_step):
+                    sac_metrics = agent.update(data.batch(batch_size, gen), gen)
+        run.after_step(sac_metrics)
+        if stop.requested:
+            return True
+    return False
+
+
+class ModelFree:
+    """Model-free SAC's side of the loop: no model phase, batches from the real buffer."""
+
+    def __init__(self, real: ReplayBuffer) -> None:
+        self.real = real
+
+    def model_phase_due(self, env_steps: int) -> bool:
+        return False
+
+    def model_phase(
+        self, env_steps: int, gen: torch.Generator, timer: PhaseTimer
+    ) -> dict[str, Any]:
+        raise RuntimeError("model-free SAC has no model phase")
+
+    def batch(self, batch_size: int, gen: torch.Generator) -> dict[str, Tensor]:
+        return self.real.sample(batch_size, gen, SAC_FIELDS)
+
+    def buffers(self) -> dict[str, ReplayBuffer]:
+        return {}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state:
+            raise ValueError("a model-free run cannot load MBPO state (the checkpoint is MBPO's)")
+
+
 class MBPO:
-    """The model-based half of the loop; the trainer calls :meth:`model_phase` and :meth:`batch`."""
+    """The model side of the loop: :meth:`model_phase` (fit, rollouts) and :meth:`batch`."""
 
     def __init__(
         self,
@@ -84,20 +156,21 @@ class MBPO:
         self.pool_ready = False  # set after the first rollout phase has written rows
         # MBPO's _training_batch: int(batch_size * real_ratio) real rows, the rest model rows.
         self.n_real = int(cfg.agent.batch_size * cfg.mbpo.real_ratio)
+        self.status: Callable[[str], None] = _quiet  # told what the model phase is doing
 
-    def due(self, env_steps: int) -> bool:
-        m = self.cfg.mbpo
-        return env_steps >= m.init_steps and env_steps % m.model_train_freq == 0
+    def model_phase_due(self, env_steps: int) -> bool:
+        freq = self.cfg.mbpo.model_train_freq
+        return env_steps >= self.cfg.algorithm.init_steps and env_steps % freq == 0
 
     def model_phase(
         self,
         env_steps: int,
         gen: torch.Generator,
         timer: PhaseTimer,
-        status: Callable[[str], None] = _quiet,
     ) -> dict[str, Any]:
         """Fit the model (and rewarder) on all real data, then refill the pool with rollouts.
-        ``status`` hears what is happening (the progress bar shows it)."""
+        ``self.status`` hears what is happening (the progress bar shows it)."""
+        status = self.status
         with timer.phase("model"):
             data = self.real.rows()
             status("model fit")
@@ -146,6 +219,10 @@ class MBPO:
         status("")
         return metrics
 
+    def buffers(self) -> dict[str, ReplayBuffer]:
+        """Buffers a checkpoint holds besides the real one."""
+        return {"model": self.pool}
+
     def batch(self, batch_size: int, gen: torch.Generator) -> dict[str, Tensor]:
         """A SAC batch: real_ratio of it from the real buffer, the rest from the model pool."""
         if not self.pool_ready or self.n_real >= batch_size:
@@ -165,6 +242,8 @@ class MBPO:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        if not state:
+            raise ValueError("an MBPO run cannot load a model-free checkpoint (no MBPO state)")
         self.model.load_state_dict(state["model"])
         self.model_trainer.load_state_dict(state["model_trainer"])
         if self.rewarder is not None and state["rewarder"] is not None:

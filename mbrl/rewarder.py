@@ -43,10 +43,11 @@ class Rewarder:
         self.cfg = cfg
         self.flows = CoupledFlows(
             2 * obs_dim + act_dim + 1,
-            layers=cfg.layers,
-            transform=cfg.transform,
-            hidden=cfg.hidden,
-            bins=cfg.bins,
+            layers=cfg.flow.layers,
+            transform=cfg.flow.transform,
+            hidden=cfg.flow.hidden,
+            bins=cfg.flow.bins,
+            tail_bound=cfg.flow.tail_bound,
         ).to(device)
         self.opt = adam(self.flows.parameters(), cfg.lr)
         self._step = GuardedStep(self.opt, torch.amp.GradScaler(device.type, enabled=False))

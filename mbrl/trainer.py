@@ -1,4 +1,5 @@
-"""The training loop (model-free SAC): collect, update, log, evaluate, checkpoint, resume."""
+"""A run: builds every component, runs the loop (``mbrl.mbpo.train``), and around it logs,
+evaluates, checkpoints, resumes and reports."""
 
 from __future__ import annotations
 
@@ -14,10 +15,10 @@ from torch import Tensor
 from mbrl.agents import SAC, ActingPolicy, resolve_act_device
 from mbrl.buffer import ReplayBuffer, transition_fields
 from mbrl.collector import Collector
-from mbrl.config import Config, to_yaml
+from mbrl.config import Config
 from mbrl.envs import env_dims, env_spec, make_env
 from mbrl.evaluator import Evaluator
-from mbrl.mbpo import MBPO
+from mbrl.mbpo import MBPO, ModelFree, train
 from mbrl.runtime import checkpoint, report, runlock
 from mbrl.runtime.interrupt import StopRequest
 from mbrl.runtime.logger import Logger
@@ -34,6 +35,7 @@ from mbrl.runtime.utils import (
     seed_everything,
     set_rng_state,
 )
+from mbrl.runtime.validate import to_yaml
 from mbrl.runtime.wandb_sink import WandbSink
 
 
@@ -56,7 +58,7 @@ class Trainer:
         self.agent = SAC(obs_dim, act_dim, cfg.agent, self.device, self.amp, cfg.compile)
         act_device = resolve_act_device(cfg.agent.act_device, self.device)
         self.acting = ActingPolicy(self.agent, act_device, cfg.agent.act_sync_every)
-        self.mbpo = self._build_mbpo(obs_dim, act_dim)
+        self.data = self._build_data(obs_dim, act_dim)
         self.collector = Collector(env, self.buffer, act_device, seed=cfg.seed)
         self.evaluator = Evaluator(
             cfg.env.name,
@@ -70,6 +72,7 @@ class Trainer:
             "act": make_generator(act_device, cfg.seed + 2),
         }
         self.updates = 0
+        self.init_steps = cfg.algorithm.init_steps
         self.best_return, self.best_step = -float("inf"), 0
         self.last_eval: dict[str, float] = {}
         self._learner_metrics: dict[str, Tensor] = {}
@@ -104,15 +107,11 @@ class Trainer:
         }
         return WandbSink(run_dir, settings, asdict(self.cfg))
 
-    def _build_mbpo(self, obs_dim: int, act_dim: int) -> MBPO | None:
-        """The model-based half for algorithm=mbpo; sets when and how often SAC updates."""
+    def _build_data(self, obs_dim: int, act_dim: int) -> MBPO | ModelFree:
+        """Where SAC's batches come from: MBPO's model side, or the real buffer alone."""
         cfg = self.cfg
         if cfg.algorithm.name != "mbpo":
-            self.learning_starts = cfg.algorithm.learning_starts
-            self.updates_per_step = cfg.algorithm.updates_per_step
-            return None
-        self.learning_starts = cfg.mbpo.init_steps
-        self.updates_per_step = cfg.mbpo.updates_per_step
+            return ModelFree(self.buffer)
         term_fn = env_spec(cfg.env.name).termination_fn
         return MBPO(
             obs_dim,
@@ -136,69 +135,51 @@ class Trainer:
         """Train to ``total_steps``; returns the last evaluation's mean return. Ctrl-C stops
         after the current step with a checkpoint in ``ckpt/last.pt`` (a second one at once)."""
         cfg, stop = self.cfg, StopRequest()
-        settle = cfg.mbpo.model_train_freq if self.mbpo is not None else 100
+        settle = cfg.mbpo.model_train_freq if isinstance(self.data, MBPO) else 100
         print(report.start_text(self), file=sys.stderr, flush=True)
         self.progress = Progress(
-            cfg.total_steps, self.env_steps, cfg.logger.progress, self.learning_starts, settle
+            cfg.total_steps, self.env_steps, cfg.logger.progress, self.init_steps, settle
         )
-        outcome = "finished"
+        if isinstance(self.data, MBPO):
+            self.data.status = self.progress.phase
         try:
             with stop:
-                while self.env_steps < cfg.total_steps:
-                    self._iteration()
-                    if stop.requested:
-                        self._save_now()
-                        outcome = "stopped"
-                        break
-            self.stopped = outcome == "stopped"
+                self.stopped = train(self, stop)
+                if self.stopped:
+                    self._save_now()
         finally:
             self.progress.close()
             self.logger.close()
             self.evaluator.close()
             runlock.release(self.run_dir)
-        self.progress.write(report.summary_text(self, outcome))
+        self.progress.write(report.summary_text(self, "stopped" if self.stopped else "finished"))
         return self.last_eval.get("eval/return_mean", float("nan"))
 
-    def _iteration(self) -> None:
-        """One env step of Algorithm 2: model phase when due, env step, SAC updates."""
-        if self.mbpo is not None and self.mbpo.due(self.env_steps):
-            self._model_phase()
-        with self.timer.phase("env"):
-            self.collector.step(self._explore)
-            self.acting.step()
-        if self.env_steps > self.learning_starts:
-            with self.timer.phase("sac"):
-                self._learn()
-        self.progress.step(self.env_steps)
-        self._periodic()
-        if self.step_hook is not None:
-            self.step_hook()
+    # --- the loop's hooks (mbrl.mbpo.Run) -------------------------------------------------
 
-    def _explore(self, obs: Tensor) -> Tensor:
-        """Uniform random actions until ``learning_starts``, then the stochastic actor."""
+    def explore(self, obs: Tensor) -> Tensor:
+        """Uniform random actions for ``init_steps``, then the stochastic actor."""
         gen = self.gens["act"]
-        if self.env_steps < self.learning_starts:
+        if self.env_steps < self.init_steps:
             shape = (obs.shape[0], self.buffer.data["act"].shape[1])
             return torch.rand(shape, generator=gen, device=obs.device) * 2.0 - 1.0
         return self.acting.act(obs, deterministic=False, generator=gen)
 
-    def _model_phase(self) -> None:
-        assert self.mbpo is not None
-        metrics = self.mbpo.model_phase(
-            self.env_steps, self.gens["train"], self.timer, self.progress.phase
-        )
+    def after_model_phase(self, metrics: dict[str, Any]) -> None:
         with self.timer.phase("log"):
             self.logger.log(self.env_steps, metrics)
 
-    def _learn(self) -> None:
-        gen, batch_size = self.gens["train"], self.cfg.agent.batch_size
-        for _ in range(self.updates_per_step):
-            if self.mbpo is not None:
-                batch = self.mbpo.batch(batch_size, gen)
-            else:
-                batch = self.buffer.sample(batch_size, gen)
-            self._learner_metrics = self.agent.update(batch, gen)
-            self.updates += 1
+    def after_step(self, sac_metrics: dict[str, Tensor] | None) -> None:
+        """Count the updates, refresh the acting copy, then log, evaluate and checkpoint
+        when due (the last step always)."""
+        if sac_metrics is not None:
+            self._learner_metrics = sac_metrics
+            self.updates += self.cfg.algorithm.updates_per_step
+        self.acting.step()
+        self.progress.step(self.env_steps)
+        self._periodic()
+        if self.step_hook is not None:
+            self.step_hook()
 
     def _periodic(self) -> None:
         step, cfg = self.env_steps, self.cfg
@@ -252,18 +233,16 @@ class Trainer:
             "last_eval": dict(self.last_eval),
             "agent": self.agent.state_dict(),
             "acting": self.acting.state_dict(),
-            "buffers": self._buffers_state(),
-            "mbpo": None if self.mbpo is None else self.mbpo.state_dict(),
+            "buffers": {name: b.state_dict() for name, b in self._buffers().items()},
+            "algorithm": self.data.state_dict(),
             "collector": self.collector.state_dict(),
             "rng": rng_state(self.gens),
             "logger": self.logger.state_dict(),
         }
 
-    def _buffers_state(self) -> dict[str, Any]:
-        out = {"real": self.buffer.state_dict()}
-        if self.mbpo is not None:
-            out["model"] = self.mbpo.pool.state_dict()
-        return out
+    def _buffers(self) -> dict[str, ReplayBuffer]:
+        """The real buffer, and the model pool in an MBPO run."""
+        return {"real": self.buffer, **self.data.buffers()}
 
     def _load(self, run_dir: str) -> dict[str, Any]:
         state = checkpoint.load(
@@ -271,12 +250,12 @@ class Trainer:
         )
         self.agent.load_state_dict(state["agent"])
         self.acting.load_state_dict(state["acting"])
-        self.buffer.load_state_dict(state["buffers"]["real"])
-        if self.mbpo is not None:
-            if state.get("mbpo") is None:
-                raise checkpoint.CheckpointError(f"{run_dir} holds no MBPO state (a SAC run?)")
-            self.mbpo.load_state_dict(state["mbpo"])
-            self.mbpo.pool.load_state_dict(state["buffers"]["model"])
+        for name, buffer in self._buffers().items():
+            buffer.load_state_dict(state["buffers"][name])
+        try:
+            self.data.load_state_dict(state["algorithm"])
+        except ValueError as err:
+            raise checkpoint.CheckpointError(f"{run_dir}: {err}") from None
         self.collector.load_state_dict(state["collector"])
         set_rng_state(state["rng"], self.gens)
         self.updates, self.best_return = state["updates"], state["best_return"]

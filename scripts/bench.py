@@ -21,6 +21,7 @@ import torch
 
 from mbrl.runtime.utils import configure_cpu, resolve_amp
 from mbrl.tools import benchmarks as bench
+from mbrl.tools import loop_bench
 
 
 def main() -> None:
@@ -92,10 +93,12 @@ def run_all(b: bench.Bench, args: argparse.Namespace) -> dict[str, Any]:
     if not args.skip_loop:
         with tempfile.TemporaryDirectory() as tmp:
             # Denormals kept first: that run's trained agent is then timed both ways.
-            kept, trainer = bench.whole_loop(dev, os.path.join(tmp, "kept"), flush_denormal=False)
-            res["trained_sac_updates_per_s"] = bench.trained_sac_update(b, trainer)
+            kept, trainer = loop_bench.whole_loop(
+                dev, os.path.join(tmp, "kept"), flush_denormal=False
+            )
+            res["trained_sac_updates_per_s"] = loop_bench.trained_sac_update(b, trainer)
             res["whole_loop_denormals_kept"] = kept
-            res["whole_loop"] = bench.whole_loop(dev, os.path.join(tmp, "run"))[0]
+            res["whole_loop"] = loop_bench.whole_loop(dev, os.path.join(tmp, "run"))[0]
     return res
 
 

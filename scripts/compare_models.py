@@ -19,10 +19,10 @@ import time
 
 import torch
 
-from mbrl.config import load_config
 from mbrl.models import DynamicsModel, ModelTrainer
 from mbrl.runtime.checkpoint import load
 from mbrl.runtime.utils import configure_cpu
+from mbrl.runtime.validate import load_config
 
 
 def main() -> None:

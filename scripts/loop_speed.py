@@ -19,7 +19,7 @@ import sys
 import tempfile
 import time
 
-from mbrl.tools.benchmarks import LOOP_SETTINGS
+from mbrl.tools.loop_bench import LOOP_SETTINGS
 
 CHILD = """
 import json, os, sys, tempfile, time

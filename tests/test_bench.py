@@ -11,6 +11,7 @@ import torch
 
 from mbrl.config import Config
 from mbrl.tools import benchmarks as bench
+from mbrl.tools import loop_bench
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -43,7 +44,7 @@ def test_sac_settings_are_timed_side_by_side() -> None:
 
 def test_loop_settings_apply_to_the_config() -> None:
     cfg = Config()
-    bench.apply_settings(cfg, bench.LOOP_SETTINGS)
+    loop_bench.apply_settings(cfg, loop_bench.LOOP_SETTINGS)
     assert cfg.rollout.batch_size == 20_000 and cfg.algorithm.name == "mbpo"
     assert cfg.checkpoint.snapshots is False and cfg.total_steps == 1000
 

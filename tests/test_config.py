@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from omegaconf import OmegaConf
 
-from mbrl.config import Config, ConfigError, validate
+from mbrl.config import Config, ConfigError
+from mbrl.runtime.validate import validate
 
 
 def _cfg(**overrides: object) -> dict[str, object]:
@@ -34,10 +35,13 @@ def test_defaults_are_valid() -> None:
         ({"amp": "fp8"}, "amp='fp8' is not allowed; choose one of: auto, off, bf16, fp16"),
         ({"eval__every": 0}, "eval.every=0"),
         ({"eval__episodes": 0}, "eval.episodes=0"),
-        ({"algorithm__name": "ppo"}, "algorithm='ppo' is not allowed; choose one of: sac"),
+        ({"algorithm__name": "ppo"}, "algorithm='ppo' is not allowed; choose one of: sac, mbpo"),
         ({"agent__gamma": 1.5}, "agent.gamma=1.5"),
         ({"agent__hidden_sizes": []}, "agent.hidden_sizes"),
-        ({"agent__grads": "jax"}, "agent.grads='jax' is not allowed; choose one of: analytic, "),
+        (
+            {"agent__grads": "jax"},
+            "agent.grads='jax' is not allowed; choose one of: auto, handwritten",
+        ),
         ({"buffer__capacity": 0}, "buffer.capacity=0"),
         ({"resume": "/nonexistent/run"}, "no checkpoint at /nonexistent/run/ckpt/last.pt"),
         ({"model__name": "maf"}, "model='maf' is not allowed; choose one of: flow, gaussian"),

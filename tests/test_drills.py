@@ -20,6 +20,7 @@ import torch
 from test_mbpo import mbpo_config
 
 from mbrl.config import ConfigError
+from mbrl.mbpo import MBPO
 from mbrl.runtime import checkpoint
 from mbrl.runtime.checkpoint import CheckpointError, load
 from mbrl.runtime.memory import buffer_bytes, check_memory
@@ -34,9 +35,9 @@ TRAIN = [sys.executable, os.path.join(ROOT, "scripts", "train.py")]
 MBPO_RUN = [
     "env=pendulum",
     "total_steps=1000",
-    "mbpo.init_steps=300",
+    "algorithm.init_steps=300",
     "mbpo.model_train_freq=250",
-    "mbpo.updates_per_step=2",
+    "algorithm.updates_per_step=2",
     "model.max_epochs=25",
     "model.flow.layers=2",
     "model.flow.hidden=[32]",
@@ -55,7 +56,7 @@ SAC_RUN = [
     "env=pendulum",
     "algorithm=sac",
     "total_steps=1200",
-    "algorithm.learning_starts=300",
+    "algorithm.init_steps=300",
     "algorithm.updates_per_step=2",
     "buffer.capacity=1000000",
     "eval.every=300",
@@ -159,7 +160,7 @@ def _assert_resumed_equals(reference: str, resumed: str, model: bool) -> None:
     )
     _assert_same(a["agent"], b["agent"], "agent")
     if model:
-        _assert_same(a["mbpo"]["model"], b["mbpo"]["model"], "model")
+        _assert_same(a["algorithm"]["model"], b["algorithm"]["model"], "model")
         _assert_same(a["buffers"]["model"]["data"], b["buffers"]["model"]["data"], "pool")
     skip = ("model/fit_seconds",)
     strip = [{k: v for k, v in r.items() if k not in skip} for r in _comparable(_rows(reference))]
@@ -280,14 +281,14 @@ def test_nan_in_real_data_and_model_weights_is_contained(tmp_path: str) -> None:
     run = os.path.join(tmp_path, "run")
     cfg = mbpo_config(total_steps=400, **{"rollout.batch_size": 256})
     trainer = Trainer(cfg, run)
-    assert trainer.mbpo is not None
+    assert isinstance(trainer.data, MBPO)
 
     def inject() -> None:
         if trainer.env_steps == 150:  # between the first two model phases
             with torch.no_grad():
                 trainer.buffer.data["obs"][[3, 50, 120], 0] = float("nan")
                 trainer.buffer.data["rew"][77] = float("inf")
-                next(iter(trainer.mbpo.model.density.parameters())).view(-1)[0] = float("nan")
+                next(iter(trainer.data.model.density.parameters())).view(-1)[0] = float("nan")
 
     trainer.step_hook = inject
     trainer.run()
@@ -301,8 +302,8 @@ def test_nan_in_real_data_and_model_weights_is_contained(tmp_path: str) -> None:
     assert learner[-1]["learner/nonfinite_steps"] > 0  # batches with a NaN row: skipped
     for net in (trainer.agent.actor, trainer.agent.critic):
         assert all(torch.isfinite(p).all() for p in net.parameters())
-    assert all(torch.isfinite(p).all() for p in trainer.mbpo.model.parameters())
-    pool = trainer.mbpo.pool.rows()
+    assert all(torch.isfinite(p).all() for p in trainer.data.model.parameters())
+    pool = trainer.data.pool.rows()
     assert all(torch.isfinite(pool[k]).all() for k in ("obs", "next_obs", "rew"))
     with open(os.path.join(run, "log", "model", "model.log"), encoding="utf-8") as f:
         assert "nonfinite_rows 4" in f.read()

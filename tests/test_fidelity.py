@@ -14,9 +14,10 @@ from hydra import compose, initialize_config_dir
 from torch import Tensor, nn
 
 from mbrl.agents import SAC
-from mbrl.config import Config, SACConfig, validate
-from mbrl.mbpo import model_pool_size, pool_capacity, rollout_length
+from mbrl.config import Config, SACConfig
+from mbrl.mbpo import MBPO, model_pool_size, pool_capacity, rollout_length
 from mbrl.models import DynamicsModel, GaussianEnsemble, ModelTrainer
+from mbrl.runtime.validate import validate
 from mbrl.trainer import Trainer
 
 from test_trainer import tiny_config
@@ -88,10 +89,10 @@ def _ours(cfg: Config) -> dict[str, Any]:
     r, m = cfg.rollout, cfg.mbpo
     entropy = cfg.agent.target_entropy
     return {
-        "updates": m.updates_per_step,
+        "updates": cfg.algorithm.updates_per_step,
         "schedule": (r.min_epoch, r.max_epoch, r.min_length, r.max_length),
         "entropy": entropy,
-        "init": m.init_steps,
+        "init": cfg.algorithm.init_steps,
         "freq": m.model_train_freq,
         "retain": r.retain_epochs,
         "real_ratio": m.real_ratio,
@@ -159,7 +160,8 @@ def test_rollout_length_follows_mbpos_schedule_at_every_model_phase(env: str) ->
     cfg = composed(f"env={env}")
     schedule = _ours(cfg)["schedule"]
     m = cfg.mbpo
-    phases = list(mbpo_model_phases(m.init_steps, m.epoch_length, m.model_train_freq, 320))
+    init = cfg.algorithm.init_steps
+    phases = list(mbpo_model_phases(init, m.epoch_length, m.model_train_freq, 320))
     for steps, epoch in phases:
         assert rollout_length(steps, cfg) == mbpo_set_rollout_length(epoch, schedule), steps
 
@@ -221,10 +223,10 @@ def test_sac_samples_only_the_newest_window_of_model_rows(tmp_path: str) -> None
         total_steps=700,
         **{
             "algorithm.name": "mbpo",
-            "mbpo.init_steps": 100,
+            "algorithm.init_steps": 100,
             "mbpo.model_train_freq": 50,
             "mbpo.epoch_length": 100,
-            "mbpo.updates_per_step": 1,
+            "algorithm.updates_per_step": 1,
             "mbpo.real_ratio": 0.25,
             "rollout.batch_size": 40,
             "rollout.min_epoch": 1,
@@ -243,8 +245,8 @@ def test_sac_samples_only_the_newest_window_of_model_rows(tmp_path: str) -> None
         },
     )
     trainer = Trainer(cfg, os.path.join(tmp_path, "run"))
-    assert trainer.mbpo is not None
-    pool = trainer.mbpo.pool
+    assert isinstance(trainer.data, MBPO)
+    pool = trainer.data.pool
     seen: list[tuple[int, int]] = []
     fifo_live, pushed_before = 0, 0
 
@@ -278,7 +280,7 @@ def test_sac_batch_takes_int_real_rows(tmp_path: str) -> None:
         total_steps=100,
         **{
             "algorithm.name": "mbpo",
-            "mbpo.init_steps": 100,
+            "algorithm.init_steps": 100,
             "mbpo.model_train_freq": 100,
             "mbpo.real_ratio": 0.05,
             "agent.batch_size": 256,
@@ -290,7 +292,7 @@ def test_sac_batch_takes_int_real_rows(tmp_path: str) -> None:
     )
     trainer = Trainer(cfg, os.path.join(tmp_path, "run"))
     trainer.run()
-    mbpo = trainer.mbpo
+    mbpo = trainer.data
     assert mbpo is not None
     mbpo.model_phase(100, trainer.gens["train"], trainer.timer)
     mbpo.pool.data["obs"].fill_(-1234.0)
@@ -474,11 +476,11 @@ def test_sac_losses_are_softlearnings_computed_by_hand() -> None:
         a1, logp1 = pi(obs, noise[0])
         policy_loss = (alpha * logp1 - q(sac.critic, obs, a1).min(0).values).mean()
         alpha_loss = -(math.log(alpha) * (logp1 + -2.0)).mean()
-    for grads in ("autograd", "analytic"):
-        sac.analytic = grads == "analytic"
-        losses = sac._analytic_losses if sac.analytic else sac._compute_losses
+    for grads in ("autograd", "handwritten"):
+        sac.handwritten = grads == "handwritten"
+        losses = sac.handwritten_losses if sac.handwritten else sac.losses
         out = losses(obs, act, rew, next_obs, term, noise)
-        out = out[0] if sac.analytic else out
+        out = out[0] if sac.handwritten else out
         torch.testing.assert_close(out[0].detach(), q_losses.sum(), rtol=1e-4, atol=1e-5)
         torch.testing.assert_close(out[1].detach(), policy_loss, rtol=1e-4, atol=1e-5)
         torch.testing.assert_close(out[2].detach(), alpha_loss, rtol=1e-4, atol=1e-5)

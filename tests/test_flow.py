@@ -12,7 +12,7 @@ from nflows.transforms import CompositeTransform, Permutation
 from nflows.transforms.coupling import PiecewiseRationalQuadraticCouplingTransform
 from torch import nn
 
-from flows import EnsembleConditionalFlow
+from flows import ConditionalFlow, EnsembleConditionalFlow
 
 E, D, C, B = 3, 5, 4, 16
 
@@ -75,7 +75,7 @@ def test_gradients_reach_every_parameter() -> None:
     for name, p in flow.named_parameters():
         assert p.grad is not None and p.grad.abs().sum() > 0, name
     flow.zero_grad()
-    flow(ctx).rsample(torch.Generator().manual_seed(0)).square().sum().backward()
+    flow(ctx).rsample(generator=torch.Generator().manual_seed(0)).square().sum().backward()
     for name, p in flow.named_parameters():
         assert p.grad is not None and p.grad.abs().sum() > 0, f"rsample: {name}"
 
@@ -141,7 +141,7 @@ def test_identity_at_init_and_unconditional_flow() -> None:
     y = torch.randn(10, 3)
     expected = torch.distributions.Normal(0.0, 1.0).log_prob(y).sum(-1)
     torch.testing.assert_close(dist.log_prob(y), expected.expand(2, 10), atol=1e-5, rtol=0)
-    assert dist.sample(torch.Generator().manual_seed(0)).shape == (2, 10, 3)
+    assert dist.sample(generator=torch.Generator().manual_seed(0)).shape == (2, 10, 3)
     with pytest.raises(ValueError, match="batch=B"):
         flow()
     with pytest.raises(ValueError, match="transform='maf'"):
@@ -158,7 +158,7 @@ def test_save_and_load_roundtrip() -> None:
     ctx, y = torch.randn(B, C, dtype=torch.float64), torch.randn(B, D, dtype=torch.float64)
     torch.testing.assert_close(other(ctx).log_prob(y), flow(ctx).log_prob(y))
     g1, g2 = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
-    torch.testing.assert_close(other(ctx).sample(g1), flow(ctx).sample(g2))
+    torch.testing.assert_close(other(ctx).sample(generator=g1), flow(ctx).sample(generator=g2))
 
 
 def test_bf16_autocast_runs_hidden_layers_low_and_everything_else_fp32() -> None:
@@ -217,3 +217,27 @@ def test_flows_package_does_not_import_mbrl() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_a_single_flow_is_a_torch_distribution_like_one_ensemble_member() -> None:
+    """ConditionalFlow: no member dimension; its log-density equals that of a one-member
+    ensemble with the same weights, and samples have torch's shapes."""
+    torch.manual_seed(0)
+    one = ConditionalFlow(D, C, layers=2, hidden=[16])
+    ens = EnsembleConditionalFlow(1, D, C, layers=2, hidden=[16])
+    ens.load_state_dict(one.state_dict())
+    with torch.no_grad():
+        for p in one.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+        ens.load_state_dict(one.state_dict())
+    ctx, y = torch.randn(B, C), torch.randn(B, D)
+    dist = one(ctx)
+    assert isinstance(dist, torch.distributions.Distribution)
+    assert dist.batch_shape == (B,) and dist.event_shape == (D,)
+    torch.testing.assert_close(dist.log_prob(y), ens(ctx).log_prob(y)[0])
+    g1, g2 = torch.Generator().manual_seed(4), torch.Generator().manual_seed(4)
+    torch.testing.assert_close(dist.sample(generator=g1), ens(ctx).sample(generator=g2)[0])
+    assert dist.rsample((3, 2)).shape == (3, 2, B, D)
+    assert ens(ctx).sample((3,)).shape == (3, 1, B, D)
+    with pytest.raises(TypeError, match="by name"):
+        dist.sample(torch.Generator())  # type: ignore[arg-type]

@@ -9,6 +9,7 @@ import os
 import pytest
 import torch
 
+from mbrl.mbpo import MBPO
 from mbrl.runtime.checkpoint import load
 from mbrl.trainer import Trainer
 
@@ -16,9 +17,9 @@ from test_trainer import _comparable, _rows, tiny_config
 
 MBPO_TINY = {
     "algorithm.name": "mbpo",
-    "mbpo.init_steps": 100,
+    "algorithm.init_steps": 100,
     "mbpo.model_train_freq": 100,
-    "mbpo.updates_per_step": 2,
+    "algorithm.updates_per_step": 2,
     "mbpo.real_ratio": 0.25,
     "mbpo.epoch_length": 100,
     "rollout.batch_size": 64,
@@ -47,13 +48,13 @@ def test_mbpo_run_logs_model_phases(tmp_path: str) -> None:
             **{
                 "rewarder.mode": "penalty",
                 "rewarder.steps": 3,
-                "rewarder.layers": 1,
-                "rewarder.hidden": [8],
+                "rewarder.flow.layers": 1,
+                "rewarder.flow.hidden": [8],
             }
         ),
         run,
     )
-    assert trainer.mbpo is not None
+    assert isinstance(trainer.data, MBPO)
     trainer.run()
     rows = _rows(run)
     phases = [r for r in rows if "model/holdout_nll" in r]
@@ -74,14 +75,14 @@ def test_mbpo_run_logs_model_phases(tmp_path: str) -> None:
     with open(os.path.join(run, "log", "model", "model.log"), encoding="utf-8") as f:
         assert "holdout_nll" in f.read()
     state = load(os.path.join(run, "ckpt", "last.pt"))
-    assert state["buffers"]["model"]["size"] > 0 and state["mbpo"]["rewarder"] is not None
+    assert state["buffers"]["model"]["size"] > 0 and state["algorithm"]["rewarder"] is not None
     assert state["updates"] == 2 * 300
 
 
 def test_batches_mix_real_and_model_rows(tmp_path: str) -> None:
     trainer = Trainer(mbpo_config(total_steps=100), os.path.join(tmp_path, "run"))
     trainer.run()
-    mbpo = trainer.mbpo
+    mbpo = trainer.data
     assert mbpo is not None
     mbpo.model_phase(100, trainer.gens["train"], trainer.timer)
     mbpo.pool.data["obs"].fill_(-1234.0)  # mark every pool row
@@ -102,8 +103,8 @@ def test_mbpo_resume_equals_uninterrupted(tmp_path: str) -> None:
     Trainer(mbpo_config(total_steps=200), split).run()
     Trainer(mbpo_config(total_steps=400, resume=split), split).run()
     a, b = load(os.path.join(full, "ckpt", "last.pt")), load(os.path.join(split, "ckpt", "last.pt"))
-    for key, value in a["mbpo"]["model"].items():
-        assert torch.equal(value, b["mbpo"]["model"][key]), key
+    for key, value in a["algorithm"]["model"].items():
+        assert torch.equal(value, b["algorithm"]["model"][key]), key
     for key, value in a["agent"]["actor"].items():
         assert torch.equal(value, b["agent"]["actor"][key]), key
     for key, value in a["buffers"]["model"]["data"].items():
@@ -135,12 +136,13 @@ def test_cuda_compiled_run(tmp_path: str) -> None:
 
 
 def test_bench_times_a_trained_agent_both_ways(tmp_path: str) -> None:
-    from mbrl.tools.benchmarks import Bench, trained_sac_update
+    from mbrl.tools.benchmarks import Bench
+    from mbrl.tools.loop_bench import trained_sac_update
 
     trainer = Trainer(mbpo_config(total_steps=100), os.path.join(tmp_path, "run"))
     trainer.run()
-    assert trainer.mbpo is not None
-    trainer.mbpo.model_phase(100, trainer.gens["train"], trainer.timer)
+    assert isinstance(trainer.data, MBPO)
+    trainer.data.model_phase(100, trainer.gens["train"], trainer.timer)
     before = {k: v.clone() for k, v in trainer.agent.actor.state_dict().items()}
     rates = trained_sac_update(Bench(torch.device("cpu"), repeats=1, warmup=0), trainer, 2)
     assert set(rates) == {"flush", "keep"} and all(r > 0 for r in rates.values())

@@ -94,7 +94,7 @@ def test_fit_learns_selects_elites_and_restores_best(name: str) -> None:
     per_member = trainer.holdout_score(x, y)
     assert model.elites.tolist() == sorted(per_member.argsort()[:2].tolist())
     with torch.no_grad():  # MSE of the point prediction in raw target units, by hand
-        mode = model.out_norm.inverse(model.dist(x, model.elites).mode())
+        mode = model.out_norm.inverse(model.dist(x, model.elites).mode)
     mse = (mode - raw_y).square().mean()
     torch.testing.assert_close(mse, metrics["model/holdout_mse"])
     nll = trainer.holdout_score(x, y, "nll")[model.elites].mean() + model.out_norm.std.log().sum()

@@ -8,7 +8,8 @@ import pytest
 import torch
 from torch import nn
 
-from mbrl.optim import FusedAdamStep, GuardedStep, adam
+from mbrl.fastpath.adam_step import FusedAdamStep
+from mbrl.optim import GuardedStep, adam
 
 
 def _model() -> nn.Module:
@@ -95,7 +96,7 @@ def test_state_dict_round_trip_continues_identically() -> None:
 def test_guarded_direct_step_skips_nonfinite_loss() -> None:
     model = _model()
     opt = _opt(model, False)
-    guard = GuardedStep(opt, torch.amp.GradScaler("cpu", enabled=False), direct=True)
+    guard = GuardedStep(opt, torch.amp.GradScaler("cpu", enabled=False), direct=FusedAdamStep(opt))
     x = torch.randn(16, 4)
     guard(model(x).square().mean())  # autograd's gradients, read from .grad
     before = copy.deepcopy(model.state_dict())

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from flows.coupled import CoupledFlows
-from mbrl.config import RewarderConfig
+from mbrl.config import FlowConfig, RewarderConfig
 from mbrl.models import DynamicsModel
 from mbrl.rewarder import Rewarder
 
@@ -79,7 +79,7 @@ def test_penalty_is_zero_on_average_when_the_model_is_the_real_dynamics() -> Non
     obs, act = torch.randn(4000, 3, generator=g), torch.rand(4000, 1, generator=g) * 2 - 1
     next_obs, rew = model.sample(obs, act, g)
     real = {"obs": obs, "act": act, "next_obs": next_obs, "rew": rew}
-    cfg = RewarderConfig(mode="penalty", steps=100, layers=2, hidden=[32])
+    cfg = RewarderConfig(mode="penalty", steps=100, flow=FlowConfig(layers=2, hidden=[32]))
     rewarder = Rewarder(3, 1, cfg, torch.device("cpu"))
     metrics = rewarder.fit(model, real, g)
     model_next, model_rew = model.sample(obs, act, g)
@@ -99,7 +99,10 @@ def test_rewarder_fit_and_score_shapes() -> None:
         "rew": torch.randn(300),
     }
     rewarder = Rewarder(
-        3, 1, RewarderConfig(mode="penalty", steps=5, layers=2, hidden=[16]), torch.device("cpu")
+        3,
+        1,
+        RewarderConfig(mode="penalty", steps=5, flow=FlowConfig(layers=2, hidden=[16])),
+        torch.device("cpu"),
     )
     metrics = rewarder.fit(model, real, torch.Generator().manual_seed(0))
     for key in (
@@ -115,7 +118,10 @@ def test_rewarder_fit_and_score_shapes() -> None:
     assert score.shape == (7,) and not score.requires_grad
     state = rewarder.state_dict()
     other = Rewarder(
-        3, 1, RewarderConfig(mode="penalty", layers=2, hidden=[16]), torch.device("cpu")
+        3,
+        1,
+        RewarderConfig(mode="penalty", flow=FlowConfig(layers=2, hidden=[16])),
+        torch.device("cpu"),
     )
     other.load_state_dict(state)
     torch.testing.assert_close(

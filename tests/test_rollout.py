@@ -6,7 +6,7 @@ import torch
 
 from mbrl.agents import SAC
 from mbrl.buffer import ReplayBuffer, transition_fields
-from mbrl.config import Config, RewarderConfig, SACConfig
+from mbrl.config import Config, FlowConfig, RewarderConfig, SACConfig
 from mbrl.envs import env_spec
 from mbrl.mbpo import pool_capacity
 from mbrl.models import DynamicsModel
@@ -62,7 +62,9 @@ def test_nonfinite_predictions_are_dropped() -> None:
 def test_rewarder_penalty_and_filter() -> None:
     never = env_spec("halfcheetah").termination_fn
     model, agent, pool = _setup()
-    rewarder = Rewarder(OBS, ACT, RewarderConfig(layers=1, hidden=[8]), torch.device("cpu"))
+    rewarder = Rewarder(
+        OBS, ACT, RewarderConfig(flow=FlowConfig(layers=1, hidden=[8])), torch.device("cpu")
+    )
     with torch.no_grad():  # make p1 != p2 so that scores are non-zero
         for p in rewarder.flows.p1.parameters():
             p.add_(torch.randn_like(p) * 0.5)

@@ -10,8 +10,8 @@ from torch import nn
 from torch.distributions import Normal, TanhTransform, TransformedDistribution
 
 from mbrl.agents.sac import SAC
-from mbrl.agents.sac_grads import Fresh, Workspace
 from mbrl.config import SACConfig
+from mbrl.fastpath.workspace import Fresh, Workspace
 
 OBS, ACT, B = 5, 2, 32
 
@@ -96,7 +96,7 @@ def test_each_loss_moves_only_its_own_parameters(loss_index: int, net: str) -> N
     b = _batch()
     noise = torch.randn((2, B, ACT), generator=torch.Generator().manual_seed(0))
     sac.update(b, torch.Generator().manual_seed(0))  # the same noise: first draw of seed 0
-    out = ref._compute_losses(b["obs"], b["act"], b["rew"], b["next_obs"], b["terminated"], noise)
+    out = ref.losses(b["obs"], b["act"], b["rew"], b["next_obs"], b["terminated"], noise)
     out[loss_index].backward()
 
     def params(agent: SAC) -> list[torch.Tensor]:
@@ -125,8 +125,8 @@ def test_analytic_gradients_match_autograd(hidden: list[int], autotune: bool) ->
     b = _batch(2)
     args = (b["obs"], b["act"], b["rew"], b["next_obs"], b["terminated"])
     noise = torch.randn((2, B, ACT), generator=torch.Generator().manual_seed(4))
-    out, grads = sac._analytic_losses(*args, noise)
-    ref = sac._compute_losses(*args, noise)
+    out, grads = sac.handwritten_losses(*args, noise)
+    ref = sac.losses(*args, noise)
     params = [p for group in sac.opt.param_groups for p in group["params"]]
     expected = torch.autograd.grad(ref[0] + ref[1] + ref[2], params)
     assert len(grads) == len(params) == len(expected)
@@ -139,10 +139,10 @@ def test_analytic_gradients_match_autograd(hidden: list[int], autotune: bool) ->
 
 def test_analytic_and_autograd_updates_stay_together() -> None:
     torch.manual_seed(0)
-    fast = SAC(OBS, ACT, SACConfig(hidden_sizes=[32, 32], grads="analytic"))
+    fast = SAC(OBS, ACT, SACConfig(hidden_sizes=[32, 32], grads="handwritten"))
     torch.manual_seed(0)
     slow = SAC(OBS, ACT, SACConfig(hidden_sizes=[32, 32], grads="autograd"))
-    assert fast.analytic and not slow.analytic
+    assert fast.handwritten and not slow.handwritten
     for seed in range(5):
         a = fast.update(_batch(seed), torch.Generator().manual_seed(seed))
         b = slow.update(_batch(seed), torch.Generator().manual_seed(seed))
@@ -183,8 +183,8 @@ def test_workspace_update_equals_fresh_outputs() -> None:
 
 
 def test_fp16_takes_the_autograd_path() -> None:
-    assert not SAC(OBS, ACT, SACConfig(hidden_sizes=[8]), amp="fp16").analytic
-    assert SAC(OBS, ACT, SACConfig(hidden_sizes=[8]), amp="bf16").analytic
+    assert not SAC(OBS, ACT, SACConfig(hidden_sizes=[8]), amp="fp16").handwritten
+    assert SAC(OBS, ACT, SACConfig(hidden_sizes=[8]), amp="bf16").handwritten
 
 
 def test_update_never_syncs(host_reads: list[str]) -> None:
@@ -209,10 +209,10 @@ def test_terminated_cuts_the_bootstrap_but_truncated_does_not() -> None:
     sac = _sac(gamma=0.9)
     b, noise, alpha = _batch(), torch.randn(B, ACT), torch.tensor(0.1)
     b["terminated"][:] = True
-    target = sac._target_q(b["rew"], b["next_obs"], b["terminated"], alpha, noise)
+    target = sac.target_q(b["rew"], b["next_obs"], b["terminated"], alpha, noise)
     torch.testing.assert_close(target, b["rew"])
     b["terminated"][:], b["truncated"][:] = False, True
-    target = sac._target_q(b["rew"], b["next_obs"], b["terminated"], alpha, noise)
+    target = sac.target_q(b["rew"], b["next_obs"], b["terminated"], alpha, noise)
     next_act, next_logp = sac.actor.squash(b["next_obs"], noise)
     q_next = sac.critic_target(b["next_obs"], next_act).min(0).values
     torch.testing.assert_close(target, b["rew"] + 0.9 * (q_next - alpha * next_logp))
@@ -249,9 +249,9 @@ def test_every_checkpoint_saves_the_current_adam_step_count() -> None:
         assert torch.equal(value, b.actor.state_dict()[key]), key
 
 
-@pytest.mark.parametrize("amp,grads", [("bf16", "analytic"), ("bf16", "autograd"), ("fp16", "")])
+@pytest.mark.parametrize("amp,grads", [("bf16", "handwritten"), ("bf16", "autograd"), ("fp16", "")])
 def test_amp_update_is_finite_and_moves(amp: str, grads: str) -> None:
-    cfg = SACConfig(hidden_sizes=[32, 32], grads=grads or "analytic")
+    cfg = SACConfig(hidden_sizes=[32, 32], grads=grads or "auto")
     sac = SAC(OBS, ACT, cfg, amp=amp)
     before = copy.deepcopy(sac.critic.state_dict())
     for seed in range(5):  # (fp16's loss scale starts high: its first steps may be skipped)
@@ -289,7 +289,7 @@ def test_mlp_layers_are_plain_linear() -> None:
     assert isinstance(sac.actor.net[0], nn.Linear)
 
 
-@pytest.mark.parametrize("grads", ["analytic", "autograd"])
+@pytest.mark.parametrize("grads", ["handwritten", "autograd"])
 def test_nonfinite_batch_is_contained(host_reads: list[str], grads: str) -> None:
     sac = _sac(grads=grads)
     bad = _batch()
@@ -310,7 +310,7 @@ def test_nonfinite_batch_is_contained(host_reads: list[str], grads: str) -> None
     assert all(torch.isfinite(p).all() for p in sac.critic.parameters())
 
 
-@pytest.mark.parametrize("grads", ["analytic", "autograd"])
+@pytest.mark.parametrize("grads", ["handwritten", "autograd"])
 def test_compiled_update_matches_eager(grads: str) -> None:
     """compile=True runs the same math through torch.compile (CPU inductor here)."""
     cfg = SACConfig(hidden_sizes=[32, 32], grads=grads)
@@ -328,7 +328,7 @@ def test_compiled_update_matches_eager(grads: str) -> None:
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-@pytest.mark.parametrize("grads", ["analytic", "autograd"])
+@pytest.mark.parametrize("grads", ["handwritten", "autograd"])
 def test_cuda_graph_update_matches_eager(grads: str) -> None:
     """On a GPU compile=True replays CUDA graphs; the gradients it returns are graph outputs
     that the optimizer consumes before the next replay overwrites them."""

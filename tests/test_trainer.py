@@ -10,9 +10,10 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from mbrl.config import Config, validate
+from mbrl.config import Config
 from mbrl.envs import ENVS
 from mbrl.runtime.checkpoint import load
+from mbrl.runtime.validate import validate
 from mbrl.trainer import Trainer
 
 
@@ -21,7 +22,7 @@ def tiny_config(env: str = "hopper", **overrides: object) -> Config:
     cfg.env.name = env
     cfg.total_steps, cfg.device, cfg.threads = 400, "cpu", 1
     cfg.agent.hidden_sizes, cfg.agent.batch_size = [32, 32], 32
-    cfg.algorithm.learning_starts = 100
+    cfg.algorithm.name, cfg.algorithm.init_steps, cfg.algorithm.updates_per_step = "sac", 100, 1
     cfg.eval.every, cfg.eval.episodes = 200, 2
     cfg.logger.every, cfg.logger.progress = 100, False
     for key, value in overrides.items():
@@ -150,7 +151,7 @@ def test_every_env_trains(env: str, tmp_path: str) -> None:
         total_steps=60,
         **{
             "env.max_episode_steps": 30,
-            "algorithm.learning_starts": 30,
+            "algorithm.init_steps": 30,
             "eval.every": 60,
             "eval.episodes": 1,
             "logger.every": 60,

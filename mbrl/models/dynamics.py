@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 import torch
@@ -14,9 +15,13 @@ from mbrl.models.normalizer import Normalizer
 
 
 class Distribution(Protocol):
-    def log_prob(self, y: Tensor) -> Tensor: ...
-    def rsample(self, generator: torch.Generator | None = None) -> Tensor: ...
-    def sample(self, generator: torch.Generator | None = None) -> Tensor: ...
+    """What the model reads from a member distribution (flow or Gaussian)."""
+
+    def log_prob(self, value: Tensor) -> Tensor: ...
+    def sample(
+        self, sample_shape: Sequence[int] = (), generator: torch.Generator | None = None
+    ) -> Tensor: ...
+    @property
     def mode(self) -> Tensor: ...
 
 
@@ -96,7 +101,7 @@ class DynamicsModel(nn.Module):
         perm = torch.randperm(b, generator=generator, device=obs.device)
         perm = torch.cat([perm, perm[: chunk * n - b]])  # pad so the rows split evenly
         x = self.in_norm(torch.cat([obs, act], dim=-1))[perm].view(n, chunk, -1)
-        y = self.dist(x, self.elites).sample(generator).reshape(n * chunk, -1)
+        y = self.dist(x, self.elites).sample(generator=generator).reshape(n * chunk, -1)
         y = self.out_norm.inverse(y)
         out = torch.empty(b, y.shape[-1], device=obs.device, dtype=y.dtype)
         out[perm[:b]] = y[:b]  # the padding rows' samples are dropped

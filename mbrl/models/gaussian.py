@@ -108,13 +108,19 @@ class GaussianDistribution:
         inv_var = torch.exp(-self.logvar)
         return -0.5 * ((y - self.mean).square() * inv_var + self.logvar + _LOG_2PI).sum(-1)
 
-    def rsample(self, generator: torch.Generator | None = None) -> Tensor:
-        noise = torch.randn(self.mean.shape, generator=generator, device=self.mean.device)
+    def rsample(
+        self, sample_shape: Sequence[int] = (), generator: torch.Generator | None = None
+    ) -> Tensor:
+        shape = (*sample_shape, *self.mean.shape)
+        noise = torch.randn(shape, generator=generator, device=self.mean.device)
         return self.mean + torch.exp(0.5 * self.logvar) * noise
 
     @torch.no_grad()
-    def sample(self, generator: torch.Generator | None = None) -> Tensor:
-        return self.rsample(generator)
+    def sample(
+        self, sample_shape: Sequence[int] = (), generator: torch.Generator | None = None
+    ) -> Tensor:
+        return self.rsample(sample_shape, generator)
 
+    @property
     def mode(self) -> Tensor:
         return self.mean

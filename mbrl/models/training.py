@@ -182,7 +182,7 @@ class ModelTrainer:
                 parts.append(-dist.log_prob(yb))
             else:
                 norm = self.model.out_norm
-                err = norm.inverse(dist.mode().float()) - norm.inverse(yb)
+                err = norm.inverse(dist.mode.float()) - norm.inverse(yb)
                 parts.append(err.square().mean(-1))
         return torch.cat(parts, dim=1).mean(dim=1).nan_to_num(float("inf"))
 

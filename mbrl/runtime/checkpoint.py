@@ -15,7 +15,8 @@ import torch
 
 # 2: one SAC optimizer, the acting policy's state. 3: buffers stored oldest row first with
 # the model pool's window; the Gaussian ensemble's shared log-variance bounds (MBPO's).
-FORMAT_VERSION = 3
+# 4: the loop's side under "algorithm" (MBPO or model-free), config key algorithm.init_steps.
+FORMAT_VERSION = 4
 
 
 class CheckpointError(RuntimeError):

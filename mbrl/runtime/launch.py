@@ -16,12 +16,13 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from mbrl.config import Config, ConfigError, validate
+from mbrl.config import Config, ConfigError
 from mbrl.envs import env_dims, make_env
 from mbrl.runtime import runlock
 from mbrl.runtime.checkpoint import CheckpointError, load
 from mbrl.runtime.memory import check_memory
 from mbrl.runtime.utils import resolve_device
+from mbrl.runtime.validate import validate
 
 # Config groups select a file; a resumed run cannot switch them.
 GROUPS = ("env", "algorithm")

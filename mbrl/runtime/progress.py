@@ -40,9 +40,7 @@ class Progress:
     starts, and it is shown once ``settle`` steps of learning have been timed.
     """
 
-    def __init__(
-        self, total: int, done: int, enabled: bool, learning_starts: int, settle: int
-    ) -> None:
+    def __init__(self, total: int, done: int, enabled: bool, init_steps: int, settle: int) -> None:
         self.enabled, self.total = enabled, total
         self.bar = tqdm(
             total=total,
@@ -53,7 +51,7 @@ class Progress:
             mininterval=1.0,
             bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}, {rate_fmt}{postfix}]",
         )
-        self._learning_starts, self._settle = learning_starts, settle
+        self._init_steps, self._settle = init_steps, settle
         self._t0: float | None = None  # when learning started (in this process)
         self._n0 = 0
         self._postfix: dict[str, str] = {}
@@ -73,7 +71,7 @@ class Progress:
 
     def step(self, env_steps: int) -> None:
         self.bar.update(1)
-        if env_steps >= self._learning_starts and self._t0 is None:
+        if env_steps >= self._init_steps and self._t0 is None:
             self._t0, self._n0 = time.perf_counter(), env_steps
         if self._t0 is not None and env_steps - self._n0 >= self._settle:
             per_step = (time.perf_counter() - self._t0) / (env_steps - self._n0)

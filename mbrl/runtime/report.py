@@ -5,37 +5,56 @@ from __future__ import annotations
 import os
 import shlex
 import sys
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+import torch
+
+from mbrl.config import Config
 from mbrl.envs import env_spec
 from mbrl.runtime.memory import buffer_bytes
 from mbrl.runtime.progress import duration, episodes, megabytes, start_block
+from mbrl.runtime.timer import PhaseTimer
 
-if TYPE_CHECKING:
-    from mbrl.trainer import Trainer
+
+class Run(Protocol):
+    """What the texts read from a run (``mbrl.trainer.Trainer``)."""
+
+    cfg: Config
+    run_dir: str
+    device: torch.device
+    amp: str
+    dims: tuple[int, int]
+    resumed_at: int | None
+    timer: PhaseTimer
+    last_eval: dict[str, float]
+    best_return: float
+    best_step: int
+
+    @property
+    def env_steps(self) -> int: ...
+
 
 PHASE_ORDER = ("env", "model", "rewarder", "rollout", "sac", "eval", "log", "checkpoint")
 
 
-def _what(t: Trainer) -> str:
+def _what(t: Run) -> str:
     cfg = t.cfg
-    if t.mbpo is None:
+    if cfg.algorithm.name == "sac":
         return "SAC"
     return f"MBPO + {cfg.model.name} model ({cfg.model.members} members, {cfg.model.elites} elites)"
 
 
-def start_text(t: Trainer) -> str:
+def start_text(t: Run) -> str:
     cfg = t.cfg
     obs_dim, act_dim = t.dims
     real, pool = buffer_bytes(cfg, obs_dim, act_dim)
     memory = f"real buffer {megabytes(real)}" + (f", model pool {megabytes(pool)}" if pool else "")
-    random_steps = cfg.mbpo.init_steps if t.mbpo is not None else cfg.algorithm.learning_starts
     lines = {
         "run folder": t.run_dir,
         "device": f"{t.device} (amp {t.amp}, compile {str(cfg.compile).lower()}, "
         f"{cfg.threads or 'default'} torch thread{'s' if cfg.threads != 1 else ''})",
-        "steps": f"{t.env_steps} -> {cfg.total_steps} (random until {random_steps}; eval every "
-        f"{cfg.eval.every} steps, {episodes(cfg.eval.episodes)})",
+        "steps": f"{t.env_steps} -> {cfg.total_steps} (random until {cfg.algorithm.init_steps}; "
+        f"eval every {cfg.eval.every} steps, {episodes(cfg.eval.episodes)})",
         "memory": memory,
     }
     if t.resumed_at is not None:
@@ -56,7 +75,7 @@ def resume_command(run_dir: str) -> str:
     return f"python {shlex.quote(script)} resume={shlex.quote(run_dir)}"
 
 
-def summary_text(t: Trainer, outcome: str) -> str:
+def summary_text(t: Run, outcome: str) -> str:
     """``outcome``: finished | stopped."""
     cfg, wall = t.cfg, t.timer.wall()
     head = (

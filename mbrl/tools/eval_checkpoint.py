@@ -13,11 +13,12 @@ import numpy as np
 import torch
 
 from mbrl.agents import SAC
-from mbrl.config import Config, ConfigError, load_config
+from mbrl.config import Config, ConfigError
 from mbrl.envs import env_dims, make_env
 from mbrl.evaluator import Evaluator
 from mbrl.runtime.checkpoint import CheckpointError, load
 from mbrl.runtime.utils import configure_cpu, resolve_device
+from mbrl.runtime.validate import load_config
 
 
 class EvaluateError(RuntimeError):

@@ -26,12 +26,10 @@ def window_config(cfg: Config) -> Config:
     """The run's config, shortened to one profiling window."""
     c = copy.deepcopy(cfg)
     p = c.profile
+    start, per_step = c.algorithm.init_steps, c.algorithm.updates_per_step
     if c.algorithm.name == "mbpo":
-        start, per_step = c.mbpo.init_steps, c.mbpo.updates_per_step
         c.model.max_epochs = min(c.model.max_epochs or p.model_epochs, p.model_epochs)
         c.model.max_seconds = None
-    else:
-        start, per_step = c.algorithm.learning_starts, c.algorithm.updates_per_step
     c.total_steps = start + max(1, math.ceil(p.updates / max(per_step, 1)))
     c.eval.every, c.eval.episodes = c.total_steps, p.eval_episodes
     c.logger.every = c.total_steps
@@ -87,9 +85,7 @@ def run_profile(cfg: Config, run_dir: str) -> dict[str, Any]:
     handler = tensorboard_trace_handler(out_dir) if cfg.profile.trace else None
     # Record from the first model phase (or the first update) on: the random exploration
     # before it is cheap, repetitive, and would swell the trace.
-    start = (
-        wcfg.mbpo.init_steps if wcfg.algorithm.name == "mbpo" else wcfg.algorithm.learning_starts
-    )
+    start = wcfg.algorithm.init_steps
     active = wcfg.total_steps - start
     sched = schedule(wait=max(start - 1, 0), warmup=1 if start > 0 else 0, active=active, repeat=1)
     with profile(activities=activities, on_trace_ready=handler, schedule=sched) as prof:

@@ -1,117 +1,87 @@
-"""SAC's joint loss and its gradients written out by hand.
+"""A fast path: SAC's update with its gradients written out by hand (``agent.grads=auto`` picks
+it on a CPU, where it is measured faster; ``mbrl/agents/sac.py`` defines the losses, and
+tests/test_sac.py checks every gradient here against autograd on them).
 
 Autograd records and replays about 800 small operations per update; on a CPU their dispatch
 costs about as much as the matmuls themselves. Written out, the update is about 100 operations:
 the actor runs once over [obs; next_obs]; the critic's pass on (obs, act) makes its weight
 gradients, and its pass on (obs, pi(obs)) only carries the actor's gradient back to the action,
 as the actor's loss treats the critic's weights as constants. ReLU's backward reads the layer's
-output, so no boolean masks are stored. ``SAC._compute_losses`` is the same loss for autograd,
-and tests/test_sac.py checks every gradient against it.
+output, so no boolean masks are stored. A change to a loss in ``SAC`` needs no change here:
+the fast path is then not used (``SAC.uses_own_losses``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor, nn
 
-from mbrl.nn import EnsembleLinear, fp32, full
-
-if TYPE_CHECKING:
-    from mbrl.agents.sac import SAC
-
-_LOG2 = math.log(2.0)
-_threshold_backward: Any = torch.ops.aten.threshold_backward
+from flows.nn import EnsembleLinear, fp32, full
+from mbrl.agents.networks import Actor, TwinQ, tanh_gaussian
+from mbrl.fastpath.workspace import Fresh
 
 
-class Fresh:
-    """The update's matmuls and ReLU backwards with a new output tensor each call: what
-    torch.compile traces (inductor plans the graph's buffers itself), and what autocast
-    needs."""
+class SACParts(Protocol):
+    """What the hand-written update reads from the agent (``mbrl.agents.sac.SAC``)."""
 
-    def start(self) -> None:
-        """A new update begins."""
+    actor: Actor
+    critic: TwinQ
+    critic_target: TwinQ
+    log_alpha: Tensor
+    target_entropy: float
+    gamma: float
+    autotune: bool
 
-    def mm(self, a: Tensor, b: Tensor) -> Tensor:
-        return torch.mm(a, b, out=self._out((a.shape[0], b.shape[1]), a))
-
-    def bmm(self, a: Tensor, b: Tensor) -> Tensor:
-        out = self._out((a.shape[0], a.shape[1], b.shape[2]), a)
-        if a.shape[-1] == 1:  # an outer product: a broadcast multiply is exact and faster
-            return torch.mul(a, b, out=out)
-        return torch.bmm(a, b, out=out)
-
-    def relu_backward(self, grad: Tensor, out: Tensor) -> Tensor:
-        """ReLU's backward from its output: ``grad`` where ``out > 0``, else 0 (one kernel)."""
-        return _threshold_backward(grad, out, 0)
-
-    def _out(self, shape: tuple[int, ...], like: Tensor) -> Tensor | None:
-        """Where the next output goes: None, a new tensor."""
-        return None
-
-
-class Workspace(Fresh):
-    """The same operations writing into buffers that are reused, in call order, by every
-    update (eager runs). On a CPU a freshly allocated output misses the cache on every line
-    it writes (and may be pages the kernel must fault in); a reused one is warm. Measured on
-    the 2-core CPU: the eager update at batch 256 takes 0.855x the time it takes with fresh
-    outputs (median of 30 alternating rounds, bit-identical results). The buffers hold one
-    update's intermediate values, so nothing returned may alias them past the next update:
-    the gradients are consumed by the optimizer step of the same update."""
-
-    def __init__(self) -> None:
-        self._bufs: list[Tensor] = []
-        self._next = 0
-
-    def start(self) -> None:
-        self._next = 0
-
-    def relu_backward(self, grad: Tensor, out: Tensor) -> Tensor:
-        # In place: ``grad`` is always a matmul output of this update, needed only here.
-        return _threshold_backward.grad_input(grad, out, 0, grad_input=grad)
-
-    def _out(self, shape: tuple[int, ...], like: Tensor) -> Tensor:
-        i, self._next = self._next, self._next + 1
-        if i == len(self._bufs):
-            self._bufs.append(like.new_empty(shape))
-        buf = self._bufs[i]
-        if buf.shape != shape or buf.dtype != like.dtype or buf.device != like.device:
-            buf = self._bufs[i] = like.new_empty(shape)
-        return buf
+    def autocast(self) -> AbstractContextManager[Any]: ...
 
 
 @torch.no_grad()
 def joint_grads(
-    sac: SAC, obs: Tensor, act: Tensor, rew: Tensor, next_obs: Tensor, term: Tensor, noise: Tensor
+    sac: SACParts,
+    ws: Fresh,
+    obs: Tensor,
+    act: Tensor,
+    rew: Tensor,
+    next_obs: Tensor,
+    term: Tensor,
+    noise: Tensor,
 ) -> tuple[tuple[Tensor, ...], list[Tensor]]:
     """((q_loss, actor_loss, alpha_loss, alpha, q_mean, entropy), gradients of the three
     losses' sum in the order of ``sac.opt``'s parameters: actor, critic, log_alpha)."""
-    with sac._autocast():  # (matmuls in the AMP dtype; gradients come out as fp32)
-        return _joint_grads(sac, obs, act, rew, next_obs, term, noise)
+    with sac.autocast():  # (matmuls in the AMP dtype; gradients come out as fp32)
+        return _joint_grads(sac, ws, obs, act, rew, next_obs, term, noise)
 
 
 def _joint_grads(
-    sac: SAC, obs: Tensor, act: Tensor, rew: Tensor, next_obs: Tensor, term: Tensor, noise: Tensor
+    sac: SACParts,
+    ws: Fresh,
+    obs: Tensor,
+    act: Tensor,
+    rew: Tensor,
+    next_obs: Tensor,
+    term: Tensor,
+    noise: Tensor,
 ) -> tuple[tuple[Tensor, ...], list[Tensor]]:
-    n, actor, ws = obs.shape[0], sac.actor, sac.workspace
+    n, actor = obs.shape[0], sac.actor
     ws.start()
     alpha = sac.log_alpha.detach().exp()
-    hs_actor = actor.hidden(torch.cat([obs, next_obs]), ws)
-    mean, raw = actor.heads(hs_actor[-1], ws)
+    hs_actor = actor_hidden(actor, torch.cat([obs, next_obs]), ws)
+    mean, raw = actor_heads(actor, hs_actor[-1], ws)
     tanh_raw = torch.tanh(raw)
     action, log_prob, std = tanh_gaussian(mean, actor.log_std(tanh_raw), noise.flatten(0, 1))
     pi, logp = action[:n], log_prob[:n]  # the actor's loss; [n:] makes the target
     x_next = torch.cat([next_obs, action[n:]], -1).expand(2, -1, -1)
-    q_next = sac.critic_target.activations(x_next, ws=ws)[-1].squeeze(-1).float().amin(0)
+    q_next = critic_activations(sac.critic_target, x_next, ws)[-1].squeeze(-1).float().amin(0)
     # (Two 256-row critic passes measured ~2 % faster than one over both halves: less memory.)
-    hs_critic = sac.critic.activations(torch.cat([obs, act], -1).expand(2, -1, -1), ws=ws)
-    hs_pi = sac.critic.activations(torch.cat([obs, pi], -1).expand(2, -1, -1), ws=ws)
+    hs_critic = critic_activations(sac.critic, torch.cat([obs, act], -1).expand(2, -1, -1), ws)
+    hs_pi = critic_activations(sac.critic, torch.cat([obs, pi], -1).expand(2, -1, -1), ws)
     # Only true terminations cut the bootstrap; time-limit truncations do not.
-    target = rew + sac.cfg.gamma * (~term).float() * (q_next - alpha * log_prob[n:])
+    target = rew + sac.gamma * (~term).float() * (q_next - alpha * log_prob[n:])
     q = hs_critic[-1].squeeze(-1).float()
     q_pi, argmin = hs_pi[-1].squeeze(-1).float().min(0)
     error = q - target
@@ -134,7 +104,7 @@ def _joint_grads(
         grad_pi_act, alpha / n, pi, std[:n], noise[0], tanh_raw[:n], actor.half_range
     )
     actor_grads = _actor_backward(actor.linears, hs_actor, grad_head, n, ws)
-    alpha_grads = [alpha_grad] if sac.cfg.autotune else []
+    alpha_grads = [alpha_grad] if sac.autotune else []
     return out, actor_grads + critic_grads + alpha_grads
 
 
@@ -155,16 +125,6 @@ def _tanh_gaussian_backward(
     grad_log_std = grad_u * std * noise - grad_log_prob
     grad_raw = grad_log_std * half_range * (1.0 - tanh_raw.square())
     return torch.cat([grad_u, grad_raw], -1)
-
-
-def tanh_gaussian(mean: Tensor, log_std: Tensor, noise: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """(tanh(u), log-probability of it, std) for u = mean + std * noise."""
-    std = log_std.exp()
-    u = mean + std * noise
-    # log N(u) - sum log(1 - tanh(u)^2), the latter in the stable form 2(log2 - u - sp(-2u)).
-    log_prob = (-0.5 * noise.square() - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
-    log_prob = log_prob - (2.0 * (_LOG2 - u - nn.functional.softplus(-2.0 * u))).sum(-1)
-    return torch.tanh(u), log_prob, std
 
 
 def _critic_backward(
@@ -213,3 +173,45 @@ def _actor_backward(
         if i > 0:
             grad = ws.relu_backward(ws.mm(grad, layers[i].weight), hs[i][:n])
     return grads
+
+
+# --- the forward passes, keeping every layer's output for the backward ----------------------
+
+
+def actor_hidden(actor: Actor, obs: Tensor, ws: Fresh) -> list[Tensor]:
+    """The input and each hidden layer's output: ``actor.net`` without its head, with in-place
+    ReLUs and no per-layer module calls (Python overhead is a large share of an update's time
+    on a CPU)."""
+    hs = [obs]
+    for layer in actor.linears[:-1]:
+        hs.append(ws.mm(hs[-1], layer.weight.t()).add_(layer.bias).relu_())
+    return hs
+
+
+def actor_heads(actor: Actor, h: Tensor, ws: Fresh) -> tuple[Tensor, Tensor]:
+    """Last hidden layer -> (mean, raw log-std) [B, act_dim] each, in fp32 (as ``Actor``)."""
+    last = actor.linears[-1]
+    with fp32(h):
+        # W @ h^T rather than h @ W^T: with 2 * act_dim outputs, faster on a CPU.
+        out = ws.mm(last.weight, full(h).t()).add_(last.bias.unsqueeze(1)).t()
+    mean, raw = out.chunk(2, dim=-1)
+    return mean, raw
+
+
+def critic_activations(critic: TwinQ, x: Tensor, ws: Fresh) -> list[Tensor]:
+    """x [2, N, obs+act] -> [x, each hidden layer's output, q [2, N, 1]] (``critic.net``'s
+    computation, the Q head in fp32)."""
+    hs = [x]
+    layers = critic.linears
+    for i, layer in enumerate(layers):
+        w: Tensor = layer.weight
+        b: Tensor = layer.bias
+        if i == len(layers) - 1:
+            with fp32(x):
+                hs.append(ws.bmm(full(x), w).add_(b))
+            break
+        # bmm then the bias in place (not baddbmm, which first copies the bias into its
+        # output): compiled, the bias and the ReLU become one pass over the bmm's result.
+        x = torch.relu_(ws.bmm(x, w).add_(b))
+        hs.append(x)
+    return hs

@@ -1,0 +1,108 @@
+"""SAC's networks: the tanh-Gaussian actor and the twin critics (one batched module). Plain
+modules run by their ``forward``; under AMP the hidden layers run in bf16/fp16 and the output
+heads in fp32."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor, nn
+from torch.func import functional_call
+
+from flows.nn import EnsembleLinear, EnsembleMLP, fp32, full
+from mbrl.config import SACConfig
+
+_LOG2 = math.log(2.0)
+
+
+def mlp(
+    in_dim: int, hidden: Sequence[int], out_dim: int, act: type[nn.Module] = nn.ReLU
+) -> nn.Sequential:
+    """``in -> hidden... -> out`` with ``act`` between layers and a linear output."""
+    layers: list[nn.Module] = []
+    last = in_dim
+    for width in hidden:
+        layers += [nn.Linear(last, width), act()]
+        last = width
+    layers.append(nn.Linear(last, out_dim))
+    return nn.Sequential(*layers)
+
+
+def tanh_gaussian(mean: Tensor, log_std: Tensor, noise: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """(a = tanh(u), log pi(a), std) for u = mean + std * noise, noise ~ N(0, I)."""
+    std = log_std.exp()
+    u = mean + std * noise
+    # log N(u) - sum log(1 - tanh(u)^2), the latter in the stable form 2(log2 - u - sp(-2u)).
+    log_prob = (-0.5 * noise.square() - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
+    log_prob = log_prob - (2.0 * (_LOG2 - u - nn.functional.softplus(-2.0 * u))).sum(-1)
+    return torch.tanh(u), log_prob, std
+
+
+class Actor(nn.Module):
+    """obs [B, obs_dim] -> tanh-squashed Gaussian over actions in [-1, 1]^act_dim."""
+
+    def __init__(self, obs_dim: int, act_dim: int, cfg: SACConfig) -> None:
+        super().__init__()
+        self.act_dim = act_dim
+        self.net = mlp(obs_dim, cfg.hidden_sizes, 2 * act_dim)
+        self.log_std_min, self.log_std_max = cfg.log_std_min, cfg.log_std_max
+
+    def forward(self, obs: Tensor) -> tuple[Tensor, Tensor]:
+        """(mean, log_std) [B, act_dim] each."""
+        h = self.net[:-1](obs)
+        with fp32(h):  # the head in fp32 under AMP: a bf16 mean carries ~3 significant digits
+            mean, raw = self.net[-1](full(h)).chunk(2, dim=-1)
+        return mean, self.log_std(torch.tanh(raw))
+
+    def log_std(self, tanh_raw: Tensor) -> Tensor:
+        # Smooth squashing into [min, max] instead of a hard clamp (as CleanRL / SpinningUp).
+        return self.log_std_min + self.half_range * (tanh_raw + 1.0)
+
+    @property
+    def half_range(self) -> float:
+        return 0.5 * (self.log_std_max - self.log_std_min)
+
+    @property
+    def linears(self) -> list[nn.Linear]:
+        return [m for m in self.net if isinstance(m, nn.Linear)]
+
+    def squash(self, obs: Tensor, noise: Tensor) -> tuple[Tensor, Tensor]:
+        """Reparameterised action [B, act_dim] and its log-probability [B], for the
+        standard-normal ``noise`` [B, act_dim]."""
+        mean, log_std = self(obs)
+        action, log_prob, _ = tanh_gaussian(mean, log_std, noise)
+        return action, log_prob
+
+    def sample(self, obs: Tensor, generator: torch.Generator | None) -> tuple[Tensor, Tensor]:
+        shape = (obs.shape[0], self.act_dim)
+        return self.squash(obs, torch.randn(shape, generator=generator, device=obs.device))
+
+    def act(self, obs: Tensor, deterministic: bool, generator: torch.Generator | None) -> Tensor:
+        """Env actions [B, act_dim]: the squashed mean, or a sample."""
+        if deterministic:
+            return torch.tanh(self(obs)[0])
+        return self.sample(obs, generator)[0]
+
+
+class TwinQ(nn.Module):
+    """Two Q-networks as one ensemble: (obs [B, o], act [B, a]) -> q [2, B]. The Q head runs in
+    fp32 under AMP: at Q ~ 300 bf16's spacing is 2, as large as the TD errors it would carry."""
+
+    def __init__(self, obs_dim: int, act_dim: int, cfg: SACConfig) -> None:
+        super().__init__()
+        self.net = EnsembleMLP(2, obs_dim + act_dim, cfg.hidden_sizes, 1, act=nn.ReLU)
+
+    def forward(self, obs: Tensor, act: Tensor, frozen: bool = False) -> Tensor:
+        """``frozen``: the weights as constants, so gradients reach only ``act`` (and ``obs``):
+        the actor's loss must not move the critics."""
+        x = torch.cat([obs, act], dim=-1).expand(2, -1, -1)
+        if frozen:
+            params = {k: v.detach() for k, v in self.net.named_parameters()}
+            return functional_call(self.net, params, (x,)).squeeze(-1)
+        return self.net(x).squeeze(-1)
+
+    @property
+    def linears(self) -> list[EnsembleLinear]:
+        return [m for m in self.net.layers if isinstance(m, EnsembleLinear)]

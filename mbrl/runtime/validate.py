@@ -1,0 +1,213 @@
+"""Checks every config value once, at start-up, so that a bad run fails before any folder is
+written: :func:`validate` merges hydra's result into :class:`mbrl.config.Config` (catching
+unknown keys and wrong types) and checks each value's range; a :class:`ConfigError` names the
+key, the value and what is allowed."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
+
+from mbrl.config import (
+    ACT_DEVICES,
+    ALGORITHMS,
+    AMP_MODES,
+    DEVICES,
+    GRADS,
+    MODELS,
+    REWARDER_MODES,
+    SELECT_BY,
+    Config,
+    ConfigError,
+    ModelConfig,
+    SACConfig,
+)
+from mbrl.envs.registry import ENVS
+
+
+def _choice(key: str, value: Any, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ConfigError(f"{key}={value!r} is not allowed; choose one of: {', '.join(allowed)}")
+
+
+def _at_least(key: str, value: Any, low: float, what: str = "") -> None:
+    if value is None or value < low:
+        bound = what or f">= {low}"
+        raise ConfigError(f"{key}={value!r} is not allowed; it must be {bound}")
+
+
+def _check_ranges(c: Config) -> None:
+    _choice("env", c.env.name, tuple(sorted(ENVS)))
+    _choice("algorithm", c.algorithm.name, ALGORITHMS)
+    _choice("device", c.device, DEVICES)
+    _choice("amp", c.amp, AMP_MODES)
+    if c.device == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(
+            "device='cuda' is not allowed: torch sees no CUDA device; use auto or cpu"
+        )
+    _at_least("total_steps", c.total_steps, 1, "a positive number of env steps")
+    _at_least("seed", c.seed, 0, "a non-negative integer")
+    _at_least("threads", c.threads, 0, "0 (torch default) or a positive integer")
+    _at_least("eval.every", c.eval.every, 1, "a positive number of env steps")
+    _at_least("eval.episodes", c.eval.episodes, 1, "a positive integer")
+    _at_least("logger.every", c.logger.every, 1, "a positive number of env steps")
+    _at_least("buffer.capacity", c.buffer.capacity, 1, "a positive integer")
+    _at_least("algorithm.init_steps", c.algorithm.init_steps, 0, ">= 0")
+    _at_least("algorithm.updates_per_step", c.algorithm.updates_per_step, 0, ">= 0")
+    if c.env.max_episode_steps is not None:
+        _at_least("env.max_episode_steps", c.env.max_episode_steps, 1, "positive or null")
+    _check_agent(c.agent)
+    _check_model(c.model)
+    _check_mbpo(c)
+    _positive("profile", c.profile, "updates", "model_epochs", "eval_episodes", "top_ops")
+
+
+def _positive(prefix: str, obj: object, *keys: str) -> None:
+    for key in keys:
+        _at_least(f"{prefix}.{key}", getattr(obj, key), 1, "a positive integer")
+
+
+def _check_model(m: ModelConfig) -> None:
+    _choice("model", m.name, MODELS)
+    _choice("model.flow.transform", m.flow.transform, ("spline", "affine"))
+    _positive("model", m, "members", "elites", "batch_size", "max_holdout")
+    _positive("model.flow", m.flow, "bins", "embed_dim")
+    _at_least("model.flow.layers", m.flow.layers, 0, ">= 0")
+    _at_least("model.patience", m.patience, 0, ">= 0")
+    if m.elites > m.members:
+        raise ConfigError(
+            f"model.elites={m.elites} is not allowed; it must be <= model.members={m.members}"
+        )
+    if not 0 < m.holdout_ratio < 1:
+        raise ConfigError(
+            f"model.holdout_ratio={m.holdout_ratio!r} is not allowed; it must be in (0, 1)"
+        )
+    if not m.lr > 0 or m.decoupled_decay < 0 or not m.flow.tail_bound > 0:
+        raise ConfigError(
+            f"model.lr={m.lr}, model.weight_decay={m.weight_decay}, model.flow.tail_bound="
+            f"{m.flow.tail_bound}: need lr > 0, weight_decay >= 0, tail_bound > 0"
+        )
+    if m.select_by is not None:
+        _choice("model.select_by", m.select_by, SELECT_BY)
+    _check_l2(m)
+    if m.max_epochs is not None:
+        _at_least("model.max_epochs", m.max_epochs, 1, "positive or null")
+    if m.max_seconds is not None and not m.max_seconds > 0:
+        raise ConfigError(
+            f"model.max_seconds={m.max_seconds!r} is not allowed; it must be > 0 or null"
+        )
+
+
+def _check_l2(m: ModelConfig) -> None:
+    if not m.gaussian:
+        if m.l2:
+            raise ConfigError(
+                f"model.l2={m.l2} is not allowed with model={m.name}: the L2 terms belong to "
+                "the Gaussian ensemble; use model.weight_decay for the flow"
+            )
+        return
+    layers, coefs = len(m.hidden) + 1, m.l2_coefs
+    if len(coefs) != layers or min(coefs) < 0:
+        given = "MBPO's 5 values (model.l2=null)" if m.l2 is None else f"model.l2={m.l2}"
+        raise ConfigError(
+            f"{given} does not fit model.hidden={m.hidden}: the Gaussian MLP has {layers} "
+            f"layers, so model.l2 needs {layers} coefficients >= 0"
+        )
+
+
+def _check_mbpo(c: Config) -> None:
+    r, m, w = c.rollout, c.mbpo, c.rewarder
+    _positive("rollout", r, "min_length", "max_length", "batch_size", "retain_epochs")
+    _positive("mbpo", m, "model_train_freq", "epoch_length")
+    _positive("rewarder", w, "steps", "batch_size")
+    _positive("rewarder.flow", w.flow, "layers", "bins")
+    if c.algorithm.name == "mbpo":  # the first model fit needs real data
+        _at_least("algorithm.init_steps", c.algorithm.init_steps, 1, "> 0 with algorithm=mbpo")
+    _at_least("rollout.min_epoch", r.min_epoch, 0, ">= 0")
+    if r.max_length < r.min_length or r.max_epoch < r.min_epoch:
+        raise ConfigError(
+            f"rollout schedule [{r.min_epoch}, {r.max_epoch}, {r.min_length}, {r.max_length}] is "
+            "not allowed; need min_epoch <= max_epoch and min_length <= max_length"
+        )
+    if not 0 <= m.real_ratio <= 1:
+        raise ConfigError(f"mbpo.real_ratio={m.real_ratio!r} is not allowed; it must be in [0, 1]")
+    _choice("rewarder.mode", w.mode, REWARDER_MODES)
+    _choice("rewarder.flow.transform", w.flow.transform, ("spline", "affine"))
+    if not w.lr > 0 or w.penalty < 0:
+        raise ConfigError(
+            f"rewarder.lr={w.lr}, rewarder.penalty={w.penalty}: need lr > 0, penalty >= 0"
+        )
+
+
+def _check_agent(a: SACConfig) -> None:
+    _at_least("agent.batch_size", a.batch_size, 1, "a positive integer")
+    _choice("agent.act_device", a.act_device, ACT_DEVICES)
+    _choice("agent.grads", a.grads, GRADS)
+    _at_least("agent.act_sync_every", a.act_sync_every, 1, "a positive number of env steps")
+    if not a.hidden_sizes or min(a.hidden_sizes) < 1:
+        raise ConfigError(f"agent.hidden_sizes={a.hidden_sizes!r}: need one or more widths >= 1")
+    for key in ("actor_lr", "critic_lr", "alpha_lr", "init_alpha"):
+        if not getattr(a, key) > 0:
+            raise ConfigError(f"agent.{key}={getattr(a, key)!r} is not allowed; it must be > 0")
+    if not 0 <= a.gamma < 1:
+        raise ConfigError(f"agent.gamma={a.gamma!r} is not allowed; it must be in [0, 1)")
+    if not 0 < a.tau <= 1:
+        raise ConfigError(f"agent.tau={a.tau!r} is not allowed; it must be in (0, 1]")
+    if not a.log_std_min < a.log_std_max:
+        raise ConfigError(
+            f"agent.log_std_min={a.log_std_min} must be below agent.log_std_max={a.log_std_max}"
+        )
+
+
+def _check_resume(c: Config) -> None:
+    if c.resume is None:
+        return
+    last = os.path.join(c.resume, "ckpt", "last.pt")
+    if not os.path.isfile(last):
+        raise ConfigError(
+            f"resume={c.resume!r}: no checkpoint at {last}; "
+            "pass a run folder that holds ckpt/last.pt"
+        )
+
+
+def validate(cfg: DictConfig | dict[str, Any]) -> Config:
+    """Merge ``cfg`` (without its ``hydra`` node) into :class:`Config` and check every value."""
+    raw = OmegaConf.create(cfg) if isinstance(cfg, dict) else cfg.copy()
+    if "hydra" in raw:
+        OmegaConf.set_struct(raw, False)
+        raw.pop("hydra")
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(Config), raw)
+        conf = OmegaConf.to_object(merged)
+    except ConfigKeyError as err:
+        bad = str(getattr(err, "full_key", "") or "")
+        parent, _, _ = bad.rpartition(".")
+        node = OmegaConf.select(OmegaConf.structured(Config), parent) if parent else None
+        known = sorted(node.keys() if node is not None else Config.__dataclass_fields__)
+        raise ConfigError(
+            f"unknown config key {bad!r}; allowed here: {', '.join(map(str, known))}"
+        ) from None
+    except OmegaConfBaseException as err:
+        key = getattr(err, "full_key", None)
+        msg = str(err).splitlines()[0]
+        raise ConfigError(f"bad config value{f' at {key}' if key else ''}: {msg}") from None
+    assert isinstance(conf, Config)
+    _check_ranges(conf)
+    _check_resume(conf)
+    return conf
+
+
+def to_yaml(c: Config) -> str:
+    return OmegaConf.to_yaml(OmegaConf.structured(c))
+
+
+def load_config(path: str) -> Config:
+    """A run's saved ``config.yaml``, validated."""
+    raw = OmegaConf.load(path)
+    if not isinstance(raw, DictConfig):
+        raise ConfigError(f"{path} does not hold a config mapping")
+    return validate(raw)

@@ -1,0 +1,112 @@
+"""The reference table of every config key, generated from ``mbrl/config.py``: each key, its
+default and the comment beside it in the dataclass. ``docs/config.md`` is this table
+(``python scripts/config_table.py`` rewrites it; a test checks it is current)."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import inspect
+import io
+import tokenize
+from typing import Any
+
+from omegaconf import OmegaConf
+
+from mbrl import config as config_module
+from mbrl.config import Config
+
+HEADER = """# Config reference
+
+Generated from `mbrl/config.py` by `python scripts/config_table.py`; do not edit by hand.
+Config groups (`conf/`) change some of these per algorithm, model and env: see the README.
+Set any key on the command line, e.g. `python scripts/train.py env=hopper model.lr=3e-4`.
+"""
+
+
+def _comments() -> dict[tuple[str, str], str]:
+    """(class name, field name) -> the comment on the field's line(s) in mbrl/config.py."""
+    source = inspect.getsource(config_module)
+    by_line: dict[int, str] = {}
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type == tokenize.COMMENT:
+            by_line[tok.start[0]] = tok.string.lstrip("#").strip()
+    out = {}
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.ClassDef):
+            continue
+        for stmt in node.body:
+            if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+                above = _block_above(stmt.lineno, by_line)
+                last = (stmt.end_lineno or stmt.lineno) + 1
+                inline = [by_line[n] for n in range(stmt.lineno, last) if n in by_line]
+                out[(node.name, stmt.target.id)] = " ".join(above + inline)
+    return out
+
+
+def _block_above(line: int, by_line: dict[int, str]) -> list[str]:
+    """Comment lines that sit directly above ``line`` (no code line between)."""
+    lines: list[str] = []
+    n = line - 1
+    while n in by_line and _is_full_line_comment(n):
+        lines.insert(0, by_line[n])
+        n -= 1
+    return lines
+
+
+_SOURCE_LINES = inspect.getsource(config_module).splitlines()
+
+
+def _is_full_line_comment(n: int) -> bool:
+    return _SOURCE_LINES[n - 1].lstrip().startswith("#")
+
+
+def _value(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return str(v).lower()
+    return str(v)
+
+
+def rows() -> list[tuple[str, str, str]]:
+    """(key, default, meaning) for every leaf key of :class:`Config`, in declaration order."""
+    comments = _comments()
+    out: list[tuple[str, str, str]] = []
+
+    def walk(obj: Any, prefix: str) -> None:
+        for f in dataclasses.fields(obj):
+            value = getattr(obj, f.name)
+            key = f"{prefix}{f.name}"
+            if dataclasses.is_dataclass(value):
+                walk(value, key + ".")
+                continue
+            owners = [c.__name__ for c in type(obj).__mro__]  # a field may be inherited
+            meaning = next((comments[c, f.name] for c in owners if (c, f.name) in comments), "")
+            out.append((key, _value(value), meaning))
+
+    walk(Config(), "")
+    return out
+
+
+def markdown() -> str:
+    lines = [HEADER, "| key | default | meaning |", "|---|---|---|"]
+    for key, default, meaning in rows():
+        cell = meaning.replace("|", "\\|")
+        lines.append(f"| `{key}` | `{default}` | {cell} |")
+    return "\n".join(lines) + "\n"
+
+
+def defaults() -> dict[str, Any]:
+    """Every leaf key's default, as plain values (for tests that read the README's table)."""
+    flat: dict[str, Any] = {}
+
+    def walk(node: Any, prefix: str) -> None:
+        for k, v in node.items():
+            if isinstance(v, dict):
+                walk(v, f"{prefix}{k}.")
+            else:
+                flat[f"{prefix}{k}"] = v
+
+    walk(OmegaConf.to_container(OmegaConf.structured(Config())), "")
+    return flat

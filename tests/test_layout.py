@@ -1,0 +1,80 @@
+"""The library's shape: small files, no import cycles, flows/ on its own."""
+
+from __future__ import annotations
+
+import ast
+import os
+
+ROOT = os.path.join(os.path.dirname(__file__), "..")
+PACKAGES = ("mbrl", "flows")
+
+
+def _modules() -> dict[str, str]:
+    """module name -> file path, for every module of the library."""
+    out = {}
+    for pkg in PACKAGES:
+        for folder, _, files in os.walk(os.path.join(ROOT, pkg)):
+            for name in files:
+                if name.endswith(".py"):
+                    path = os.path.join(folder, name)
+                    rel = os.path.relpath(path, ROOT)[:-3].replace(os.sep, ".")
+                    out[rel.removesuffix(".__init__")] = path
+    return out
+
+
+def _imports(path: str, known: dict[str, str]) -> set[str]:
+    """The library modules ``path`` imports anywhere (top level, functions, TYPE_CHECKING)."""
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        found.update(n for n in names if n in known)
+    return found
+
+
+def test_no_library_file_over_300_lines() -> None:
+    long = {}
+    for path in _modules().values():
+        with open(path, encoding="utf-8") as f:
+            n = sum(1 for _ in f)
+        if n > 300:
+            long[os.path.relpath(path, ROOT)] = n
+    assert not long, long
+
+
+def test_no_import_cycles() -> None:
+    known = _modules()
+    graph = {m: _imports(p, known) - {m} for m, p in known.items()}
+    # A package's __init__ re-exporting its own modules is not a cycle of theirs.
+    for m in graph:
+        graph[m] = {d for d in graph[m] if not m.startswith(d + ".")}
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(m: str) -> None:
+        state[m] = 1
+        stack.append(m)
+        for d in sorted(graph[m]):
+            if state.get(d) == 1:
+                cycle = [*stack[stack.index(d) :], d]
+                raise AssertionError("import cycle: " + " -> ".join(cycle))
+            if d not in state:
+                visit(d)
+        stack.pop()
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m)
+
+
+def test_flows_never_imports_mbrl() -> None:
+    known = _modules()
+    for m, path in known.items():
+        if m.startswith("flows"):
+            assert not [d for d in _imports(path, known) if d.startswith("mbrl")], m
