@@ -135,13 +135,13 @@ class Trainer:
         """Train to ``total_steps``; returns the last evaluation's mean return. Ctrl-C stops
         after the current step with a checkpoint in ``ckpt/last.pt`` (a second one at once)."""
         cfg, stop = self.cfg, StopRequest()
-        settle = cfg.mbpo.model_train_freq if isinstance(self.data, MBPO) else 100
         print(report.start_text(self), file=sys.stderr, flush=True)
+        # The ETA shows once a whole model-phase period has been timed (fits included).
+        settle = self.data.steps_between_phases
         self.progress = Progress(
             cfg.total_steps, self.env_steps, cfg.logger.progress, self.init_steps, settle
         )
-        if isinstance(self.data, MBPO):
-            self.data.status = self.progress.phase
+        self.data.status = self.progress.phase
         try:
             with stop:
                 self.stopped = train(self, stop)

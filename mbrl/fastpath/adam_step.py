@@ -35,8 +35,7 @@ class FusedAdamStep:
     and its ``state_dict`` gives each parameter its own copy, so that torch's Adam can load it
     (torch increments every listed step tensor); call ``sync()`` after ``opt.load_state_dict``.
 
-    Measured on the 2-core CPU, SAC update at batch 256: 8.56 ms vs 9.28 ms through
-    ``opt.step()`` (median of 30 alternating rounds), bit-identical parameters.
+    Bit-identical to ``opt.step()``; its speed-up is in docs/benchmarks.md.
     """
 
     def __init__(self, opt: torch.optim.Optimizer) -> None:

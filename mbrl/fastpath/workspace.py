@@ -42,9 +42,8 @@ class Fresh:
 class Workspace(Fresh):
     """The same operations writing into buffers that are reused, in call order, by every
     update (eager runs). On a CPU a freshly allocated output misses the cache on every line
-    it writes (and may be pages the kernel must fault in); a reused one is warm. Measured on
-    the 2-core CPU: the eager update at batch 256 takes 0.855x the time it takes with fresh
-    outputs (median of 30 alternating rounds, bit-identical results). The buffers hold one
+    it writes (and may be pages the kernel must fault in); a reused one is warm (the gain, with
+    bit-identical results: docs/benchmarks.md). The buffers hold one
     update's intermediate values, so nothing returned may alias them past the next update:
     the gradients are consumed by the optimizer step of the same update."""
 

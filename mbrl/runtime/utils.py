@@ -20,8 +20,8 @@ def resolve_device(name: str) -> torch.device:
 def resolve_amp(amp: str, device: torch.device) -> str:
     """``auto`` -> bf16 on a CUDA device with bf16 support, else off.
 
-    On the 2-core CPU the benchmark measured bf16 autocast slower than fp32 everywhere (no bf16
-    matrix units; see README), so CPUs train in fp32 unless asked otherwise.
+    CPUs without bf16 matrix units run bf16 autocast slower than fp32 (docs/benchmarks.md), so
+    CPUs train in fp32 unless asked otherwise.
     """
     if amp != "auto":
         return amp
@@ -33,12 +33,11 @@ def resolve_amp(amp: str, device: torch.device) -> str:
 def configure_cpu(threads: int, flush_denormal: bool) -> None:
     """Intra-op threads per process, and whether denormal floats are flushed to zero.
 
-    One thread is fastest on small shared CPUs: with two threads a 256x128x128 matmul went from
-    ~80 us to ~16 ms whenever another process kept a core busy. x86 CPUs compute on denormals
-    (|x| < 1.2e-38 in fp32) 10-100x slower than on normal numbers, and a trained network
-    produces them (Adam's first moment of a weight whose gradient stopped decays through that
-    range, as do gradients through saturated units): a SAC update of an agent trained for 3750
-    updates took 1.3-1.5x as long with them kept (README, Speed). Flushing sets the FTZ/DAZ
+    One thread is fastest on small shared CPUs: a multi-threaded matmul stalls whenever another
+    process keeps a core busy. x86 CPUs compute on denormals (|x| < 1.2e-38 in fp32) far slower
+    than on normal numbers, and a trained network produces them (Adam's first moment of a
+    weight whose gradient stopped decays through that range, as do gradients through saturated
+    units); docs/benchmarks.md has both measurements. Flushing sets the FTZ/DAZ
     flags of this thread, and of the threads it starts afterwards; it is a no-op elsewhere.
     """
     if threads > 0:
