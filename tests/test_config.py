@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from omegaconf import OmegaConf
 
 from mbrl.config import Config, ConfigError
+from mbrl.runtime.launch import resolve
 from mbrl.runtime.validate import validate
 
 
@@ -74,3 +77,12 @@ def test_cuda_request_without_cuda_fails_early(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(ConfigError, match=r"device='cuda'.*no CUDA device"):
         validate(_cfg(device="cuda"))
+
+
+def test_resuming_a_run_of_an_older_version_says_so(tmp_path: str) -> None:
+    run = os.path.join(str(tmp_path), "run")
+    os.makedirs(run)
+    old = OmegaConf.create({"algorithm": {"name": "sac", "learning_starts": 100}})
+    OmegaConf.save(old, os.path.join(run, "config.yaml"))
+    with pytest.raises(ConfigError, match="written by an older version cannot be resumed"):
+        resolve(OmegaConf.create({"resume": run}), [])

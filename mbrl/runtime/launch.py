@@ -96,7 +96,13 @@ def resolve(cfg: DictConfig, overrides: list[str]) -> Config:
             continue
         OmegaConf.update(saved, key, OmegaConf.select(cfg, key), force_add=True)
     saved.resume = str(resume)
-    return validate(saved)
+    try:
+        return validate(saved)
+    except ConfigError as err:
+        raise ConfigError(
+            f"resume={resume!r}: the run's saved config does not fit this version of FlowMBPO "
+            f"({err}); a run written by an older version cannot be resumed by this one"
+        ) from None
 
 
 def _fail(err: Exception, code: int = 2) -> None:
