@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-from flows.flow import EnsembleConditionalFlow
+from flows.flow import ConditionalFlow
 
 
 class CoupledFlows(nn.Module):
@@ -35,15 +35,18 @@ class CoupledFlows(nn.Module):
         tail_bound: float = 4.0,
     ) -> None:
         super().__init__()
-        kw = {
-            "layers": layers,
-            "transform": transform,
-            "hidden": hidden,
-            "bins": bins,
-            "tail_bound": tail_bound,
-        }
-        self.p1 = EnsembleConditionalFlow(1, dim, 0, **kw)  # type: ignore[arg-type]
-        self.p2 = EnsembleConditionalFlow(1, dim, 0, **kw)  # type: ignore[arg-type]
+
+        def flow() -> ConditionalFlow:
+            return ConditionalFlow(
+                dim,
+                layers=layers,
+                transform=transform,
+                hidden=hidden,
+                bins=bins,
+                tail_bound=tail_bound,
+            )
+
+        self.p1, self.p2 = flow(), flow()
         self.dim = dim
         self.offset: Tensor
         self.register_buffer("offset", torch.zeros(()))  # set by calibrate()
@@ -51,7 +54,7 @@ class CoupledFlows(nn.Module):
     def forward(self, z: Tensor) -> Tensor:
         """x(z) = log p1(z) - log p2(z) - offset; z: [B, dim] -> [B]."""
         n = z.shape[0]
-        return self.p1(batch=n).log_prob(z)[0] - self.p2(batch=n).log_prob(z)[0] - self.offset
+        return self.p1(batch=n).log_prob(z) - self.p2(batch=n).log_prob(z) - self.offset
 
     def dv_loss(self, p_samples: Tensor, q_samples: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """(loss, x on p_samples, x on q_samples); the optimum has x = log(dQ/dP) + const."""

@@ -8,11 +8,9 @@ A member is, from data ``y`` to noise ``z``::
 
 where ``c`` is an embedding of the context computed once per call. Coupling layers make both
 directions one pass per layer: ``log_prob`` runs data -> noise, ``sample`` noise -> data.
-Under the caller's autocast only the hidden layers of the context embedding and the
-conditioner MLPs run in bf16/fp16; their output layers, the base layer's loc / log-scale, the
-transforms, log-determinants and losses run in fp32. Calling the flow with a context returns
-a :class:`FlowDistribution` (in the spirit of zuko): ``flow(context).log_prob(y)``,
-``flow(context).sample()``.
+Under autocast only the hidden layers of the context embedding and the conditioners run in
+bf16/fp16; output layers, the base layer, transforms, log-determinants and losses run in fp32.
+``flow(context)`` is a :class:`FlowDistribution` (as in zuko): ``.log_prob(y)``, ``.sample()``.
 """
 
 from __future__ import annotations
@@ -222,13 +220,21 @@ class FlowDistribution(Distribution):
         super().__init__(torch.Size(batch), torch.Size([flow.dim]), validate_args=False)
 
     def log_prob(self, value: Tensor) -> Tensor:
-        """y: [B, D] (shared by the members) or [E', B, D] -> log p(y) [E', B] ([B] for a
-        single flow), in fp32."""
-        if value.dim() == 2:
-            value = value.expand(self.h.shape[0], *value.shape)
-        z, logdet = self.flow.to_noise(value, self.h, self.members)
-        out = logdet - 0.5 * z.square().sum(-1) - self.flow.dim * _HALF_LOG_2PI
-        return out[0] if self.single else out
+        """log p(value) in fp32, for value [*S, *batch_shape, D] (an ensemble also takes
+        [B, D], shared by the members) -> [*S, *batch_shape]."""
+        e, b, f = self.h.shape
+        if not self.single and value.dim() == 2:
+            value = value.expand(e, *value.shape)
+        if self.single:
+            value = value.unsqueeze(-3)  # [*S, 1, B, D]
+        lead = value.shape[:-3]  # sample dims S
+        s = math.prod(lead)
+        y = value.movedim(-3, 0).reshape(e, s * b, self.flow.dim)
+        h = self.h if s == 1 else self.h.unsqueeze(1).expand(e, s, b, f).reshape(e, s * b, f)
+        z, logdet = self.flow.to_noise(y, h, self.members)
+        out = (logdet - 0.5 * z.square().sum(-1) - self.flow.dim * _HALF_LOG_2PI).view(e, *lead, b)
+        out = out.movedim(0, len(lead))  # [*S, E', B]
+        return out.squeeze(-2) if self.single else out
 
     def rsample(
         self, sample_shape: Sequence[int] = (), generator: torch.Generator | None = None

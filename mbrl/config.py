@@ -56,7 +56,7 @@ class SACConfig:
     autotune: bool = True  # learn alpha towards target_entropy
     target_entropy: float | None = None  # None: -act_dim (SAC v2 heuristic)
     log_std_min: float = -5.0  # the actor's log-std, squashed smoothly into [min, max]
-    log_std_max: float = 2.0  # (softlearning clips to [-20, 2]; docs/fidelity.md)
+    log_std_max: float = 2.0  # upper end of that range (softlearning clips to [-20, 2])
     # Where env actions are computed: train (the training device), cpu (a CPU copy of the
     # actor, refreshed every act_sync_every env steps), auto (cpu when training on CUDA).
     act_device: str = "auto"
@@ -192,7 +192,7 @@ class BufferConfig:
 
 @dataclass
 class EvalConfig:
-    every: int = 5000  # env steps between evaluations (and checkpoints)
+    every: int = 1000  # env steps between evaluations (and checkpoints)
     episodes: int = 10  # deterministic episodes per evaluation
 
 

@@ -65,11 +65,11 @@ class Run(Protocol):
     cfg: Config
     agent: SAC
     data: MBPO | ModelFree
-    collector: Collector
+    collector: Collector  # D_env's writer; counts env steps
     timer: PhaseTimer
     gens: dict[str, torch.Generator]
 
-    def explore(self, obs: Tensor) -> Tensor: ...  # uniform random, then the SAC policy
+    def step_env(self) -> None: ...  # one env step: random actions first, then the policy
 
     def after_model_phase(self, metrics: dict[str, Any]) -> None: ...  # log its metrics
 
@@ -87,7 +87,7 @@ def train(run: Run, stop: StopRequest) -> bool:
             # train the model on D_env, then roll it out from D_env's states into D_model
             run.after_model_phase(data.model_phase(env.envstep_count, gen, timer))
         with timer.phase("env"):  # take an action in the env; add the transition to D_env
-            env.step(run.explore)
+            run.step_env()
         sac_metrics = None
         if env.envstep_count > cfg.algorithm.init_steps:
             with timer.phase("sac"):  # G policy updates on batches from D_env and D_model

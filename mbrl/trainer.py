@@ -157,6 +157,12 @@ class Trainer:
 
     # --- the loop's hooks (mbrl.mbpo.Run) -------------------------------------------------
 
+    def step_env(self) -> None:
+        """One env step into the real buffer; then the CPU acting copy (if any) is refreshed
+        when due, before this step's updates are queued, so that it never waits for them."""
+        self.collector.step(self.explore)
+        self.acting.step()
+
     def explore(self, obs: Tensor) -> Tensor:
         """Uniform random actions for ``init_steps``, then the stochastic actor."""
         gen = self.gens["act"]
@@ -170,12 +176,11 @@ class Trainer:
             self.logger.log(self.env_steps, metrics)
 
     def after_step(self, sac_metrics: dict[str, Tensor] | None) -> None:
-        """Count the updates, refresh the acting copy, then log, evaluate and checkpoint
-        when due (the last step always)."""
+        """Count the updates, then log, evaluate and checkpoint when due (the last step
+        always)."""
         if sac_metrics is not None:
             self._learner_metrics = sac_metrics
             self.updates += self.cfg.algorithm.updates_per_step
-        self.acting.step()
         self.progress.step(self.env_steps)
         self._periodic()
         if self.step_hook is not None:

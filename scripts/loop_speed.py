@@ -3,8 +3,8 @@ config, run alternately on the code in each folder (e.g. a `git worktree` of an 
 
     python scripts/loop_speed.py OLD_CHECKOUT NEW_CHECKOUT [--rounds 2] [--device cpu]
 
-Only ``Config`` and ``Trainer`` are used (the settings travel as dotted keys), so any FlowMBPO
-checkout since the MBPO loop works.
+Only ``Config`` and ``Trainer`` are used (the settings travel as dotted keys, with the older
+names of renamed keys as a fallback); a checkout whose Config lacks a key is refused.
 Each run is a fresh process; prints env steps/s per run and the median ratio NEW / OLD.
 """
 
@@ -31,13 +31,21 @@ from mbrl.config import Config
 from mbrl.trainer import Trainer
 if not os.path.abspath(mbrl.__file__).startswith(sys.argv[1] + os.sep):
     sys.exit(f"imported mbrl from {mbrl.__file__}, not from {sys.argv[1]}")
+# Keys renamed since: older checkouts take the same setting under their own name.
+LEGACY = {"algorithm.init_steps": "mbpo.init_steps",
+          "algorithm.updates_per_step": "mbpo.updates_per_step"}
 cfg = Config()
 for key, value in json.loads(sys.argv[2]).items():
-    *parents, leaf = key.split(".")
-    node = cfg
-    for name in parents:
-        node = getattr(node, name)
-    setattr(node, leaf, value)
+    for dotted in (key, LEGACY.get(key)):
+        *parents, leaf = (dotted or "?").split(".")
+        node = cfg
+        for name in parents:
+            node = getattr(node, name, None)
+        if dotted and node is not None and hasattr(node, leaf):
+            setattr(node, leaf, value)
+            break
+    else:
+        sys.exit(f"this checkout's Config has no key {key!r}")
 with tempfile.TemporaryDirectory() as tmp:
     t0 = time.perf_counter()
     Trainer(cfg, os.path.join(tmp, "run")).run()

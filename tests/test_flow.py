@@ -241,3 +241,17 @@ def test_a_single_flow_is_a_torch_distribution_like_one_ensemble_member() -> Non
     assert ens(ctx).sample((3,)).shape == (3, 1, B, D)
     with pytest.raises(TypeError, match="by name"):
         dist.sample(torch.Generator())  # type: ignore[arg-type]
+
+
+def test_log_prob_takes_samples_with_sample_dims() -> None:
+    """``dist.log_prob(dist.sample((S,)))`` as for any torch distribution: each sample row's
+    log-density equals the one computed without the sample dimension."""
+    torch.manual_seed(0)
+    for flow in (ConditionalFlow(D, C, layers=2, hidden=[16]), _flow()):
+        ctx = torch.randn(B, C, dtype=next(flow.parameters()).dtype)
+        dist = flow(ctx)
+        ys = dist.sample((3,))
+        lp = dist.log_prob(ys)
+        assert lp.shape == (3, *dist.batch_shape)
+        for i in range(3):
+            torch.testing.assert_close(lp[i], dist.log_prob(ys[i]))

@@ -83,7 +83,7 @@ def test_batches_mix_real_and_model_rows(tmp_path: str) -> None:
     trainer = Trainer(mbpo_config(total_steps=100), os.path.join(tmp_path, "run"))
     trainer.run()
     mbpo = trainer.data
-    assert mbpo is not None
+    assert isinstance(mbpo, MBPO)
     mbpo.model_phase(100, trainer.gens["train"], trainer.timer)
     mbpo.pool.data["obs"].fill_(-1234.0)  # mark every pool row
     batch = mbpo.batch(32, torch.Generator().manual_seed(0))

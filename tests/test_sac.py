@@ -117,7 +117,7 @@ def test_each_loss_moves_only_its_own_parameters(loss_index: int, net: str) -> N
 @pytest.mark.parametrize(
     "hidden,autotune", [([32, 32], True), ([16], True), ([8, 16, 8], False), ([32, 32], False)]
 )
-def test_analytic_gradients_match_autograd(hidden: list[int], autotune: bool) -> None:
+def test_handwritten_gradients_match_autograd(hidden: list[int], autotune: bool) -> None:
     """The hand-written gradients equal autograd's for the same loss, network depth and
     batch (some transitions terminal), and so do the reported losses."""
     torch.manual_seed(1)
@@ -137,7 +137,7 @@ def test_analytic_gradients_match_autograd(hidden: list[int], autotune: bool) ->
         torch.testing.assert_close(value, want.detach(), rtol=1e-5, atol=1e-6)
 
 
-def test_analytic_and_autograd_updates_stay_together() -> None:
+def test_handwritten_and_autograd_updates_stay_together() -> None:
     torch.manual_seed(0)
     fast = SAC(OBS, ACT, SACConfig(hidden_sizes=[32, 32], grads="handwritten"))
     torch.manual_seed(0)

@@ -89,3 +89,35 @@ def test_forcing_the_fast_path_on_a_changed_loss_is_refused() -> None:
         HuberSAC(OBS, ACT, SACConfig(hidden_sizes=[8], grads="handwritten"))
     with pytest.raises(ValueError, match="amp=fp16"):
         SAC(OBS, ACT, SACConfig(hidden_sizes=[8], grads="handwritten"), amp="fp16")
+
+
+def test_an_edited_loss_is_seen_and_trains_through_autograd(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Editing ``SAC.critic_loss`` in place (no subclass): the start-up check finds that the
+    hand-written gradients no longer match, and the update runs through autograd."""
+    monkeypatch.setattr(SAC, "critic_loss", HuberSAC.critic_loss)
+    with caplog.at_level("WARNING"):
+        sac = SAC(OBS, ACT, SACConfig(hidden_sizes=[16]))
+    assert sac.uses_own_losses() and not sac.handwritten
+    assert "training through autograd" in caplog.text
+
+
+def test_an_edited_network_is_seen_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tanh instead of ReLU in the actor and critics: not what the gradients were derived for."""
+    import functools
+
+    from flows import nn as flows_nn
+    from mbrl.agents import networks
+
+    monkeypatch.setattr(networks, "mlp", functools.partial(networks.mlp, act=nn.Tanh))
+    original = flows_nn.EnsembleMLP.__init__
+
+    def tanh_mlp(self: nn.Module, *args: object, **kwargs: object) -> None:
+        kwargs["act"] = nn.Tanh
+        original(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(flows_nn.EnsembleMLP, "__init__", tanh_mlp)
+    assert not SAC(OBS, ACT, SACConfig(hidden_sizes=[16])).handwritten
+    with pytest.raises(ValueError, match="networks that differ"):
+        SAC(OBS, ACT, SACConfig(hidden_sizes=[16], grads="handwritten"))

@@ -16,6 +16,7 @@ measured faster).
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -99,19 +100,55 @@ class SAC:
         return all(getattr(type(self), m) is getattr(SAC, m) for m in LOSS_METHODS)
 
     def _use_handwritten(self, grads: str, amp: str) -> bool:
-        """``agent.grads``: auto (hand-written on a CPU while the losses are SAC's own, else
-        autograd) | handwritten | autograd."""
-        if grads == "autograd":
+        """``agent.grads``: auto (hand-written on a CPU while they compute the losses defined
+        here, else autograd) | handwritten | autograd."""
+        if grads == "autograd" or (grads == "auto" and self.device.type != "cpu"):
             return False
-        # fp16's loss scaling lives in autograd's backward.
-        possible = amp != "fp16" and self.uses_own_losses()
-        if grads == "handwritten" and not possible:
-            why = "amp=fp16" if amp == "fp16" else f"{type(self).__name__}'s changed losses"
+        why = ""
+        if amp == "fp16":  # fp16's loss scaling lives in autograd's backward
+            why = "amp=fp16"
+        elif not self.uses_own_losses():
+            why = f"{type(self).__name__}'s changed losses"
+        elif not self.fast_path_agrees():
+            why = "losses or networks that differ from the ones the gradients were derived for"
+        if why and grads == "handwritten":
             raise ValueError(
                 f"agent.grads=handwritten cannot run with {why}: the hand-written gradients "
-                "are those of SAC's own losses in fp32/bf16; use agent.grads=auto or autograd"
+                "are those of SAC's own losses and networks; use agent.grads=auto or autograd"
             )
-        return possible and (grads == "handwritten" or self.device.type == "cpu")
+        if why and self.uses_own_losses() and amp != "fp16":
+            logging.getLogger(__name__).warning(
+                "agent.grads=auto: the hand-written SAC gradients disagree with autograd on the "
+                "losses and networks as defined now (edited?); training through autograd"
+            )
+        return not why
+
+    def fast_path_agrees(self) -> bool:
+        """Whether the hand-written gradients equal autograd's on the losses and networks as
+        defined now, on one small random batch (fp32): an edited loss or network, which a
+        subclass check cannot see, turns the fast path off."""
+        g = torch.Generator(device=self.device).manual_seed(0)
+        obs_dim, n = self.actor.linears[0].in_features, 16
+
+        def rand(*shape: int) -> Tensor:
+            return torch.randn(shape, generator=g, device=self.device)
+
+        term = torch.rand(n, generator=g, device=self.device) < 0.3
+        args = (rand(n, obs_dim), rand(n, self.act_dim).tanh(), rand(n), rand(n, obs_dim), term)
+        noise = rand(2, n, self.act_dim)
+        dtype, self.amp_dtype = self.amp_dtype, None  # (the check runs in fp32)
+        try:
+            out, grads = joint_grads(self, Fresh(), *args, noise)
+            params = [p for group in self.opt.param_groups for p in group["params"]]
+            with torch.enable_grad():  # (SAC may be built under no_grad)
+                ref = self.losses(*args, noise)
+                want = torch.autograd.grad(ref[0] + ref[1] + ref[2], params, allow_unused=True)
+        finally:
+            self.amp_dtype = dtype
+        close = [torch.allclose(a, b.detach(), 1e-3, 1e-5) for a, b in zip(out, ref, strict=True)]
+        for got, exp in zip(grads, want, strict=True):
+            close.append(exp is not None and torch.allclose(got, exp, 1e-3, 1e-5))
+        return all(close)
 
     def autocast(self) -> AbstractContextManager[Any]:
         """bf16/fp16 autocast for the hidden layers under AMP (a no-op without it)."""

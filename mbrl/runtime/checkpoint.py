@@ -116,8 +116,8 @@ def load(
     if state["format"] != FORMAT_VERSION:
         raise CheckpointError(
             f"checkpoint {path!r} has format {state['format']!r}; this FlowMBPO reads format "
-            f"{FORMAT_VERSION} (buffers and the Gaussian model changed in 3): retrain, or use "
-            "the FlowMBPO version that wrote it"
+            f"{FORMAT_VERSION} (4: config keys and the algorithm state changed): retrain, or "
+            "use the FlowMBPO version that wrote it"
         )
     if env_name is not None and state["env"] != env_name:
         raise CheckpointError(
