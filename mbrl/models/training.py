@@ -115,7 +115,8 @@ class ModelTrainer:
             best = torch.where(improved, hold, best)
             self._keep_improved(snapshot, improved)
             # The one host read of the epoch: did any member improve, and the mean best score.
-            any_improved, score = torch.stack([improved.any().float(), best.mean()]).tolist()
+            read = torch.stack([improved.any().float(), best.mean()])
+            any_improved, score = read.tolist()  # sync-ok: once per epoch (early stopping)
             stale = 0 if any_improved else stale + 1
             if on_epoch is not None:
                 on_epoch(epoch, score)

@@ -27,38 +27,34 @@ Set any key on the command line, e.g. `python scripts/train.py env=hopper model.
 def _comments() -> dict[tuple[str, str], str]:
     """(class name, field name) -> the comment on the field's line(s) in mbrl/config.py."""
     source = inspect.getsource(config_module)
-    by_line: dict[int, str] = {}
+    by_line: dict[int, str] = {}  # every comment, by line
+    whole: set[int] = set()  # lines that hold only a comment
     for tok in tokenize.generate_tokens(io.StringIO(source).readline):
         if tok.type == tokenize.COMMENT:
             by_line[tok.start[0]] = tok.string.lstrip("#").strip()
+            if tok.line.lstrip().startswith("#"):
+                whole.add(tok.start[0])
     out = {}
     for node in ast.walk(ast.parse(source)):
         if not isinstance(node, ast.ClassDef):
             continue
         for stmt in node.body:
             if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
-                above = _block_above(stmt.lineno, by_line)
+                above = _block_above(stmt.lineno, by_line, whole)
                 last = (stmt.end_lineno or stmt.lineno) + 1
                 inline = [by_line[n] for n in range(stmt.lineno, last) if n in by_line]
                 out[(node.name, stmt.target.id)] = " ".join(above + inline)
     return out
 
 
-def _block_above(line: int, by_line: dict[int, str]) -> list[str]:
+def _block_above(line: int, by_line: dict[int, str], whole: set[int]) -> list[str]:
     """Comment lines that sit directly above ``line`` (no code line between)."""
     lines: list[str] = []
     n = line - 1
-    while n in by_line and _is_full_line_comment(n):
+    while n in whole:
         lines.insert(0, by_line[n])
         n -= 1
     return lines
-
-
-_SOURCE_LINES = inspect.getsource(config_module).splitlines()
-
-
-def _is_full_line_comment(n: int) -> bool:
-    return _SOURCE_LINES[n - 1].lstrip().startswith("#")
 
 
 def _value(v: Any) -> str:
