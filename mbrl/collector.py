@@ -6,87 +6,102 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 import torch
 from torch import Tensor
 
 from mbrl.buffer import ReplayBuffer
-from mbrl.envs import get_env_state, set_env_state
+from mbrl.envs.vector import VectorEnvs, get_states, set_states
+from mbrl.runtime import distributed
 from mbrl.runtime.staging import HostStager
 
-Policy = Callable[[Tensor], Tensor]  # obs [1, obs_dim] -> act [1, act_dim] in [-1, 1]
+Policy = Callable[[Tensor], Tensor]  # obs [N, obs_dim] -> act [N, act_dim] in [-1, 1]
 
 
 class Collector:
-    """One env, one step at a time (MBPO and SAC take one env step per iteration).
+    """N copies of the env (a gymnasium vector env, N = ``env.num_envs``), one step each per
+    :meth:`step`: the policy acts once on the batch of N observations, and N transitions reach
+    the buffer. With N = 1 this is MBPO's and SAC's one env step per iteration.
 
-    The policy runs on ``act_device`` (the training device or the CPU); the transition reaches
-    the buffer's device through a :class:`HostStager` (one pinned, non-blocking copy).
+    The vector env resets a copy in the step that ends its episode (``SAME_STEP`` autoreset),
+    so the stored ``next_obs`` of that row is the episode's final observation (from
+    ``info["final_obs"]``), never the next episode's first one. The policy runs on
+    ``act_device``; the rows reach the buffer's device through a :class:`HostStager` (one
+    pinned, non-blocking copy per step).
     """
 
     def __init__(
         self,
-        env: gym.Env,
+        envs: VectorEnvs,
         buffer: ReplayBuffer,
         act_device: torch.device,
         seed: int,
+        world: int = 1,
     ) -> None:
-        self.env, self.buffer, self.device = env, buffer, act_device
+        """``world``: ranks of a run on several processes, each stepping its own copies."""
+        self.envs, self.buffer, self.device = envs, buffer, act_device
+        self.num_envs = n = envs.num_envs
+        self.step_size = n * world  # env steps of the whole run per step() (all ranks)
         shapes = {k: tuple(v.shape[1:]) for k, v in buffer.data.items()}
-        self.stager = HostStager(shapes, buffer.device)
-        obs, _ = env.reset(seed=seed)
+        self.stager = HostStager(shapes, buffer.device, batch=n)
+        obs, _ = envs.reset(seed=seed)  # copy i gets seed + i
         self._obs = obs
-        self.envstep_count = 0
+        self.envstep_count = 0  # env steps of all copies (and all ranks) together
         self.episode_count = 0
-        self._ep_return = 0.0
-        self._ep_len = 0
+        self._ep_return = np.zeros(n)
+        self._ep_len = np.zeros(n, dtype=np.int64)
         self._finished: list[tuple[float, int]] = []  # (return, length) since the last metrics()
         self._clock = time.perf_counter()
         self._steps_at_clock = 0
 
     def obs_tensor(self) -> Tensor:
-        """The current observation as [1, obs_dim] on the acting device."""
-        return torch.as_tensor(self._obs, dtype=torch.float32, device=self.device).unsqueeze(0)
+        """The current observations as [N, obs_dim] on the acting device."""
+        return torch.as_tensor(self._obs, dtype=torch.float32, device=self.device)
 
     def step(self, policy: Policy) -> None:
-        act_t = policy(self.obs_tensor())
-        action = act_t[0].float().cpu().numpy()  # sync-ok: the env needs the action on host
-        next_obs, rew, terminated, truncated, _ = self.env.step(action)
+        actions = policy(self.obs_tensor()).float().cpu().numpy()  # sync-ok: env needs them
+        next_obs, rew, terminated, truncated, info = self.envs.step(actions)
+        done = np.logical_or(terminated, truncated)
+        stored_next = next_obs
+        if done.any():  # those copies were reset: next_obs holds their new first observation
+            stored_next = next_obs.copy()
+            for i in np.flatnonzero(done):  # only the copies whose episode ended this step
+                stored_next[i] = info["final_obs"][i]
         staged = self.stager.stage(
             {
                 "obs": self._obs,
-                "act": action,
-                "rew": float(rew),
-                "next_obs": next_obs,
-                "terminated": bool(terminated),
-                "truncated": bool(truncated),
+                "act": actions,
+                "rew": rew,
+                "next_obs": stored_next,
+                "terminated": terminated,
+                "truncated": truncated,
             }
         )
         self.buffer.add(staged)
-        self.envstep_count += 1
-        self._ep_return += float(rew)
+        self.envstep_count += self.step_size
+        self._ep_return += rew
         self._ep_len += 1
-        if terminated or truncated:
-            self._finished.append((self._ep_return, self._ep_len))
+        for i in np.flatnonzero(done):
+            self._finished.append((float(self._ep_return[i]), int(self._ep_len[i])))
             self.episode_count += 1
-            self._ep_return, self._ep_len = 0.0, 0
-            next_obs, _ = self.env.reset()
+        self._ep_return[done], self._ep_len[done] = 0.0, 0
         self._obs = next_obs
 
     def metrics(self) -> dict[str, Any]:
-        """Counters, env steps/s since the last call, and returns of episodes finished since."""
+        """Counters, env steps/s since the last call, and returns of episodes finished since,
+        over every rank of a run on several processes (every rank must call it)."""
         now = time.perf_counter()
         rate = (self.envstep_count - self._steps_at_clock) / max(now - self._clock, 1e-9)
         self._clock, self._steps_at_clock = now, self.envstep_count
         out: dict[str, Any] = {
             "collector/envstep_count": self.envstep_count,
-            "collector/episode_count": self.episode_count,
+            "collector/episode_count": distributed.sum_int(self.episode_count),
             "collector/avg_envstep_per_sec": rate,
         }
-        if self._finished:
-            returns = np.array([r for r, _ in self._finished])
-            lengths = np.array([n for _, n in self._finished])
+        finished = [e for part in distributed.all_gather_objects(self._finished) for e in part]
+        if finished:
+            returns = np.array([r for r, _ in finished])
+            lengths = np.array([n for _, n in finished])
             out.update(
                 {
                     "collector/reward_mean": returns.mean(),
@@ -101,19 +116,28 @@ class Collector:
 
     def state_dict(self) -> dict[str, Any]:
         return {
-            "env": get_env_state(self.env),
+            "envs": get_states(self.envs),
             "obs": np.array(self._obs, copy=True),
             "envstep_count": self.envstep_count,
             "episode_count": self.episode_count,
-            "ep_return": self._ep_return,
-            "ep_len": self._ep_len,
+            "ep_return": self._ep_return.copy(),
+            "ep_len": self._ep_len.copy(),
             "finished": list(self._finished),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        set_env_state(self.env, state["env"])
-        self._obs = state["obs"]
+        if len(state["envs"]) != self.num_envs:
+            raise ValueError(
+                f"the checkpoint holds {len(state['envs'])} env copies; this run has "
+                f"env.num_envs={self.num_envs}: resume with env.num_envs={len(state['envs'])}"
+            )
+        set_states(self.envs, state["envs"])
+        self._obs = np.array(state["obs"], copy=True)
         self.envstep_count, self.episode_count = state["envstep_count"], state["episode_count"]
-        self._ep_return, self._ep_len = state["ep_return"], state["ep_len"]
+        self._ep_return = np.array(state["ep_return"], dtype=np.float64)
+        self._ep_len = np.array(state["ep_len"], dtype=np.int64)
         self._finished = list(state["finished"])
         self._steps_at_clock = self.envstep_count
+
+    def close(self) -> None:
+        self.envs.close()

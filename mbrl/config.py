@@ -20,6 +20,7 @@ ALGORITHMS = ("sac", "mbpo")
 MODELS = ("flow", "gaussian")
 REWARDER_MODES = ("none", "penalty", "filter")
 GRADS = ("auto", "handwritten", "autograd")
+VECTOR_MODES = ("auto", "sync", "async")
 
 
 class ConfigError(ValueError):
@@ -30,6 +31,12 @@ class ConfigError(ValueError):
 class EnvConfig:
     name: str = "hopper"  # short name, one of mbrl.envs.ENVS
     max_episode_steps: int | None = None  # None: the env's own time limit
+    # Env copies stepped together as one gymnasium vector env; each vector step is num_envs
+    # env steps and is followed by num_envs x algorithm.updates_per_step SAC updates.
+    num_envs: int = 1
+    # How the copies run: sync (one process) | async (one worker process each, shared
+    # memory) | auto (async from 4 copies when the machine has a core per copy, else sync).
+    vector: str = "auto"
 
 
 @dataclass
@@ -194,6 +201,9 @@ class BufferConfig:
 class EvalConfig:
     every: int = 1000  # env steps between evaluations (and checkpoints)
     episodes: int = 10  # deterministic episodes per evaluation
+    # How the episodes run side by side: sync (one process) | async (a worker process per
+    # episode) | auto (async when the machine has a core per episode, else sync).
+    vector: str = "auto"
 
 
 @dataclass

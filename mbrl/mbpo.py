@@ -30,6 +30,18 @@ def _quiet(text: str) -> None:
     """A status sink that shows nothing."""
 
 
+def crossed(env_steps: int, every: int, step_size: int) -> bool:
+    """Whether the last step, of ``step_size`` env steps, reached a multiple of ``every``:
+    ``env_steps % every == 0`` for one env, the first step at or past the multiple for N."""
+    return env_steps // every > (env_steps - step_size) // every
+
+
+def run_length(cfg: Config) -> int:
+    """Env steps a run takes: ``total_steps``, rounded up to whole steps of the env copies."""
+    n = cfg.env.num_envs
+    return -(-cfg.total_steps // n) * n
+
+
 def mbpo_epoch(env_steps: int, cfg: Config) -> int:
     """MBPO's epoch counter: epochs of ``epoch_length`` env steps *after* the initial random
     exploration (mbpo.py's ``_epoch`` starts at 0 once ``init_steps`` are collected)."""
@@ -79,22 +91,25 @@ class Run(Protocol):
 def train(run: Run, stop: StopRequest) -> bool:
     """Algorithm 2 until ``cfg.total_steps`` env steps; True when a Ctrl-C stopped it early.
 
-    D_env is ``run.collector``'s real buffer, D_model the model pool in ``run.data``."""
+    D_env is ``run.collector``'s real buffer, D_model the model pool in ``run.data``. With
+    ``env.num_envs`` copies (on each of the ranks of a torchrun), an iteration takes
+    n = copies x ranks env steps at once and then n x G updates, so updates per env step (and
+    every schedule in env steps) stay MBPO's."""
     cfg, data, agent, timer, env = run.cfg, run.data, run.agent, run.timer, run.collector
-    gen, batch_size = run.gens["train"], cfg.agent.batch_size
+    gen, batch_size, n = run.gens["train"], cfg.agent.batch_size, env.step_size
     while env.envstep_count < cfg.total_steps:
-        if data.model_phase_due(env.envstep_count):  # every model_train_freq env steps:
+        if data.model_phase_due(env.envstep_count, n):  # every model_train_freq env steps:
             # train the model on D_env, then roll it out from D_env's states into D_model
             run.after_model_phase(data.model_phase(env.envstep_count, gen, timer))
-        with timer.phase("env"):  # take an action in the env; add the transition to D_env
+        with timer.phase("env"):  # take an action in each env; add the transitions to D_env
             run.step_env()
         sac_metrics = None
         if env.envstep_count > cfg.algorithm.init_steps:
-            with timer.phase("sac"):  # G policy updates on batches from D_env and D_model
-                for _ in range(cfg.algorithm.updates_per_step):
+            with timer.phase("sac"):  # G policy updates per env step, on D_env and D_model
+                for _ in range(n * cfg.algorithm.updates_per_step):
                     sac_metrics = agent.update(data.batch(batch_size, gen), gen)
         run.after_step(sac_metrics)
-        if stop.requested:
+        if stop.agreed():
             return True
     return False
 
@@ -107,7 +122,7 @@ class ModelFree:
         self.status: Callable[[str], None] = _quiet  # (nothing to report: no model phase)
         self.steps_between_phases = 100  # how long the progress bar times steps before an ETA
 
-    def model_phase_due(self, env_steps: int) -> bool:
+    def model_phase_due(self, env_steps: int, step_size: int) -> bool:
         return False
 
     def model_phase(
@@ -161,9 +176,11 @@ class MBPO:
         self.status: Callable[[str], None] = _quiet  # told what the model phase is doing
         self.steps_between_phases = cfg.mbpo.model_train_freq
 
-    def model_phase_due(self, env_steps: int) -> bool:
+    def model_phase_due(self, env_steps: int, step_size: int) -> bool:
+        """Every ``model_train_freq`` env steps from ``init_steps`` on (``step_size``: env
+        steps per iteration, the number of env copies)."""
         freq = self.cfg.mbpo.model_train_freq
-        return env_steps >= self.cfg.algorithm.init_steps and env_steps % freq == 0
+        return env_steps >= self.cfg.algorithm.init_steps and crossed(env_steps, freq, step_size)
 
     def model_phase(
         self,

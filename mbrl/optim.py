@@ -8,6 +8,8 @@ from typing import Any, Protocol
 import torch
 from torch import nn
 
+from mbrl.runtime import distributed
+
 __all__ = ["GuardedStep", "adam"]
 
 
@@ -70,14 +72,24 @@ class GuardedStep:
         if self._direct is not None:
             self._direct.sync()
 
+    def _grads(self) -> list[torch.Tensor]:
+        """The parameters' gradients after backward (zeros where a parameter got none)."""
+        for p in self._params:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+        return [p.grad for p in self._params if p.grad is not None]
+
     def __call__(self, loss: torch.Tensor, grads: Sequence[torch.Tensor] | None = None) -> None:
         """``grads``: the loss's gradients in the order of the optimizer's parameters, when
         the caller computed them; else autograd's backward does."""
         finite = torch.isfinite(loss.detach())
-        self.skipped += ~finite
         if grads is None:
             self.opt.zero_grad(set_to_none=True)
             self.scaler.scale(loss).backward()
+        if distributed.active():  # one run on several processes: average over ranks first
+            grads = grads if grads is not None else self._grads()
+            finite = distributed.average_grads_(grads, finite)
+        self.skipped += ~finite
         if self._direct is not None:
             if grads is None:
                 grads = [p.grad for p in self._params]

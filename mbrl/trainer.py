@@ -12,14 +12,16 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from mbrl import run_state
 from mbrl.agents import SAC, ActingPolicy, resolve_act_device
 from mbrl.buffer import ReplayBuffer, transition_fields
 from mbrl.collector import Collector
 from mbrl.config import Config
-from mbrl.envs import env_dims, env_spec, make_env
+from mbrl.envs import env_spec
+from mbrl.envs.vector import make_vector_env, resolve_vector, vector_dims
 from mbrl.evaluator import Evaluator
-from mbrl.mbpo import MBPO, ModelFree, train
-from mbrl.runtime import checkpoint, report, runlock
+from mbrl.mbpo import MBPO, ModelFree, crossed, run_length, train
+from mbrl.runtime import checkpoint, distributed, report, runlock
 from mbrl.runtime.interrupt import StopRequest
 from mbrl.runtime.logger import Logger
 from mbrl.runtime.memory import check_memory
@@ -30,46 +32,60 @@ from mbrl.runtime.utils import (
     make_generator,
     resolve_amp,
     resolve_device,
-    rng_state,
     rss_mb,
     seed_everything,
-    set_rng_state,
 )
 from mbrl.runtime.validate import to_yaml
 from mbrl.runtime.wandb_sink import WandbSink
+
+RANK_SEED_STRIDE = 100_003  # rank r's envs and generators: seed + r * stride (rank 0: seed)
 
 
 class Trainer:
     """Owns every component of a run. ``run()`` trains until ``cfg.total_steps`` env steps."""
 
     def __init__(self, cfg: Config, run_dir: str) -> None:
-        self.cfg, self.run_dir = cfg, run_dir
+        # Under torchrun each rank runs a Trainer on its share (distributed.rank_config);
+        # ``config`` is the whole run's, as saved in config.yaml.
+        self.config, self.run_dir = cfg, run_dir
+        self.world, self.rank = distributed.world_size(), distributed.rank()
+        self.main = self.rank == 0  # evaluates, logs, writes checkpoints
+        self.cfg = cfg = distributed.rank_config(cfg, self.world)
         configure_cpu(cfg.threads, cfg.flush_denormal)
-        seed_everything(cfg.seed)
-        self.device = resolve_device(cfg.device)
-        env = make_env(cfg.env.name, cfg.env.max_episode_steps)
-        obs_dim, act_dim = env_dims(env)
+        seed_everything(cfg.seed)  # the same initial weights on every rank
+        self.device = distributed.start(resolve_device(cfg.device))
+        rank_seed = cfg.seed + RANK_SEED_STRIDE * self.rank  # its own envs and batches
+        n = cfg.env.num_envs
+        envs = make_vector_env(
+            cfg.env.name, n, resolve_vector(cfg.env.vector, n), cfg.env.max_episode_steps
+        )
+        obs_dim, act_dim = vector_dims(envs)
         self.dims = (obs_dim, act_dim)
         check_memory(cfg, obs_dim, act_dim, self.device)  # before anything large is allocated
         # Never more rows than the run can fill: a 15k-step run does not allocate 1M rows.
-        capacity = min(cfg.buffer.capacity, cfg.total_steps)
+        capacity = min(cfg.buffer.capacity, run_length(cfg))
         self.buffer = ReplayBuffer(capacity, transition_fields(obs_dim, act_dim), self.device)
         self.amp = resolve_amp(cfg.amp, self.device)
         self.agent = SAC(obs_dim, act_dim, cfg.agent, self.device, self.amp, cfg.compile)
         act_device = resolve_act_device(cfg.agent.act_device, self.device)
         self.acting = ActingPolicy(self.agent, act_device, cfg.agent.act_sync_every)
         self.data = self._build_data(obs_dim, act_dim)
-        self.collector = Collector(env, self.buffer, act_device, seed=cfg.seed)
-        self.evaluator = Evaluator(
-            cfg.env.name,
-            cfg.eval.episodes,
-            cfg.seed + 10_000,
-            act_device,
-            cfg.env.max_episode_steps,
+        self.collector = Collector(envs, self.buffer, act_device, rank_seed * n, self.world)
+        self.evaluator = (
+            Evaluator(
+                cfg.env.name,
+                cfg.eval.episodes,
+                cfg.seed + 10_000,
+                act_device,
+                cfg.env.max_episode_steps,
+                vector=cfg.eval.vector,
+            )
+            if self.main
+            else None
         )
         self.gens = {
-            "train": make_generator(self.device, cfg.seed + 1),
-            "act": make_generator(act_device, cfg.seed + 2),
+            "train": make_generator(self.device, rank_seed + 1),
+            "act": make_generator(act_device, rank_seed + 2),
         }
         self.updates = 0
         self.init_steps = cfg.algorithm.init_steps
@@ -80,18 +96,23 @@ class Trainer:
         self.step_hook: Callable[[], None] | None = None  # called after every env step
         self.stopped = False  # set when Ctrl-C ended run() early
         self.progress = Progress(cfg.total_steps, 0, False, 0, 0)  # run() makes the real one
-        resumed = self._load(cfg.resume) if cfg.resume else None
-        # Files are written only now: a resume from a bad checkpoint leaves the folder untouched.
-        runlock.acquire(run_dir)  # one process per run folder
+        resumed = run_state.load(self, cfg.resume) if cfg.resume else None
+        if resumed is None:
+            distributed.broadcast_(run_state.shared_tensors(self))  # rank 0's weights everywhere
         self.resumed_at = None if resumed is None else self.env_steps
-        with open(os.path.join(run_dir, "config.yaml"), "w", encoding="utf-8") as f:
-            f.write(to_yaml(cfg))
-        self.logger = Logger(run_dir, cfg.logger.tensorboard, wandb=self._wandb(run_dir))
+        self.logger: Logger | run_state.Silent = run_state.Silent()
+        if self.main:  # files only now: a resume from a bad checkpoint leaves them untouched
+            self._start_files(run_dir)
         if resumed is not None:
             self.logger.load_state_dict(resumed["logger"], self.env_steps)
-        self.ckpt = checkpoint.CheckpointManager(
-            run_dir, cfg.checkpoint.snapshots, cfg.checkpoint.buffer_in_snapshots
-        )
+
+    def _start_files(self, run_dir: str) -> None:
+        runlock.acquire(run_dir)  # one process per run folder
+        with open(os.path.join(run_dir, "config.yaml"), "w", encoding="utf-8") as f:
+            f.write(to_yaml(self.config))
+        self.logger = Logger(run_dir, self.cfg.logger.tensorboard, wandb=self._wandb(run_dir))
+        c = self.cfg.checkpoint
+        self.ckpt = checkpoint.CheckpointManager(run_dir, c.snapshots, c.buffer_in_snapshots)
 
     def _wandb(self, run_dir: str) -> WandbSink | None:
         lc = self.cfg.logger
@@ -135,12 +156,11 @@ class Trainer:
         """Train to ``total_steps``; returns the last evaluation's mean return. Ctrl-C stops
         after the current step with a checkpoint in ``ckpt/last.pt`` (a second one at once)."""
         cfg, stop = self.cfg, StopRequest()
-        print(report.start_text(self), file=sys.stderr, flush=True)
+        if self.main:
+            print(report.start_text(self), file=sys.stderr, flush=True)
         # The ETA shows once a whole model-phase period has been timed (fits included).
-        settle = self.data.steps_between_phases
-        self.progress = Progress(
-            cfg.total_steps, self.env_steps, cfg.logger.progress, self.init_steps, settle
-        )
+        settle, shown = self.data.steps_between_phases, cfg.logger.progress and self.main
+        self.progress = Progress(cfg.total_steps, self.env_steps, shown, self.init_steps, settle)
         self.data.status = self.progress.phase
         try:
             with stop:
@@ -150,9 +170,15 @@ class Trainer:
         finally:
             self.progress.close()
             self.logger.close()
-            self.evaluator.close()
-            runlock.release(self.run_dir)
-        self.progress.write(report.summary_text(self, "stopped" if self.stopped else "finished"))
+            if self.evaluator is not None:
+                self.evaluator.close()
+            self.collector.close()
+            if self.main:
+                runlock.release(self.run_dir)
+        if self.main:
+            self.progress.write(
+                report.summary_text(self, "stopped" if self.stopped else "finished")
+            )
         return self.last_eval.get("eval/return_mean", float("nan"))
 
     # --- the loop's hooks (mbrl.mbpo.Run) -------------------------------------------------
@@ -161,7 +187,7 @@ class Trainer:
         """One env step into the real buffer; then the CPU acting copy (if any) is refreshed
         when due, before this step's updates are queued, so that it never waits for them."""
         self.collector.step(self.explore)
-        self.acting.step()
+        self.acting.step(self.collector.num_envs)
 
     def explore(self, obs: Tensor) -> Tensor:
         """Uniform random actions for ``init_steps``, then the stochastic actor."""
@@ -180,37 +206,49 @@ class Trainer:
         always)."""
         if sac_metrics is not None:
             self._learner_metrics = sac_metrics
-            self.updates += self.cfg.algorithm.updates_per_step
+            self.updates += self.collector.step_size * self.cfg.algorithm.updates_per_step
         self.progress.step(self.env_steps)
         self._periodic()
         if self.step_hook is not None:
             self.step_hook()
 
     def _periodic(self) -> None:
-        step, cfg = self.env_steps, self.cfg
-        if step % cfg.logger.every == 0 or step == cfg.total_steps:  # the last step always
+        step, cfg, n = self.env_steps, self.cfg, self.collector.step_size
+        last = step >= cfg.total_steps
+        if crossed(step, cfg.logger.every, n) or last:  # the last step always
             with self.timer.phase("log"):
                 self._log()
-        if step % cfg.eval.every == 0 or step == cfg.total_steps:
-            with self.timer.phase("eval"):
-                self.progress.phase(f"eval: {episodes(cfg.eval.episodes)}")
-                self.acting.sync()  # evaluate the current weights
-                self.last_eval = self.evaluator.run(self._greedy)
-            with self.timer.phase("log"):
-                self.logger.log(step, self.last_eval)
-            is_best = self.last_eval["eval/return_mean"] > self.best_return
-            if is_best:
-                self.best_return, self.best_step = self.last_eval["eval/return_mean"], step
+        if crossed(step, cfg.eval.every, n) or last:
+            is_best = self._evaluate(step) if self.evaluator is not None else False
             with self.timer.phase("checkpoint"):
                 self.progress.phase("checkpoint")
-                self.ckpt.save(self.state_dict(), step, is_best)
+                state = self.state_dict()  # every rank sends its own part to rank 0
+                if state is not None:  # rank 0
+                    self.ckpt.save(state, step, is_best)
             self.progress.phase("")
-            self.progress.eval_return(self.last_eval["eval/return_mean"])
+            if self.last_eval:
+                self.progress.eval_return(self.last_eval["eval/return_mean"])
+
+    def _evaluate(self, step: int) -> bool:
+        """Evaluate the current weights and log the result; True for the best so far."""
+        assert self.evaluator is not None
+        with self.timer.phase("eval"):
+            self.progress.phase(f"eval: {episodes(self.cfg.eval.episodes)}")
+            self.acting.sync()  # evaluate the current weights
+            self.last_eval = self.evaluator.run(self._greedy)
+        with self.timer.phase("log"):
+            self.logger.log(step, self.last_eval)
+        is_best = self.last_eval["eval/return_mean"] > self.best_return
+        if is_best:
+            self.best_return, self.best_step = self.last_eval["eval/return_mean"], step
+        return is_best
 
     def _save_now(self) -> None:
         """A stop between evaluations: ``ckpt/last.pt`` at this step. No extra metric lines:
         the resumed run then logs exactly what the uninterrupted one would have."""
-        self.ckpt.save_last(self.state_dict())
+        state = self.state_dict()
+        if state is not None:
+            self.ckpt.save_last(state)
 
     def _greedy(self, obs: Tensor) -> Tensor:
         return self.acting.act(obs, deterministic=True, generator=None)
@@ -224,46 +262,8 @@ class Trainer:
         metrics["process/rss_mb"] = rss_mb()
         self.logger.log(self.env_steps, metrics)
 
-    # --- checkpoints ----------------------------------------------------------------------
+    # --- checkpoints (mbrl.run_state) -----------------------------------------------------
 
-    def state_dict(self) -> dict[str, Any]:
-        return {
-            "format": checkpoint.FORMAT_VERSION,
-            "env": self.cfg.env.name,
-            "config": asdict(self.cfg),
-            "step": self.env_steps,
-            "updates": self.updates,
-            "best_return": self.best_return,
-            "best_step": self.best_step,
-            "last_eval": dict(self.last_eval),
-            "agent": self.agent.state_dict(),
-            "acting": self.acting.state_dict(),
-            "buffers": {name: b.state_dict() for name, b in self._buffers().items()},
-            "algorithm": self.data.state_dict(),
-            "collector": self.collector.state_dict(),
-            "rng": rng_state(self.gens),
-            "logger": self.logger.state_dict(),
-        }
-
-    def _buffers(self) -> dict[str, ReplayBuffer]:
-        """The real buffer, and the model pool in an MBPO run."""
-        return {"real": self.buffer, **self.data.buffers()}
-
-    def _load(self, run_dir: str) -> dict[str, Any]:
-        state = checkpoint.load(
-            os.path.join(run_dir, "ckpt", "last.pt"), env_name=self.cfg.env.name
-        )
-        self.agent.load_state_dict(state["agent"])
-        self.acting.load_state_dict(state["acting"])
-        for name, buffer in self._buffers().items():
-            buffer.load_state_dict(state["buffers"][name])
-        try:
-            self.data.load_state_dict(state["algorithm"])
-        except ValueError as err:
-            raise checkpoint.CheckpointError(f"{run_dir}: {err}") from None
-        self.collector.load_state_dict(state["collector"])
-        set_rng_state(state["rng"], self.gens)
-        self.updates, self.best_return = state["updates"], state["best_return"]
-        self.best_step = state.get("best_step", 0)
-        self.last_eval = state["last_eval"]
-        return state
+    def state_dict(self) -> dict[str, Any] | None:
+        """The run's state on rank 0; None on the other ranks (every rank must call it)."""
+        return run_state.state_dict(self, self.logger.state_dict())

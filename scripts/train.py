@@ -10,10 +10,10 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from mbrl.runtime.launch import expand_shorthands, register_resolvers, run
+from mbrl.runtime.launch import expand_shorthands, rank_argv, register_resolvers, run
 
 register_resolvers()
-sys.argv = expand_shorthands(sys.argv)
+sys.argv = rank_argv(expand_shorthands(sys.argv))
 
 
 @hydra.main(config_path="../conf", config_name="config", version_base="1.3")

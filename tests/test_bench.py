@@ -11,7 +11,7 @@ import torch
 
 from mbrl.config import Config
 from mbrl.tools import benchmarks as bench
-from mbrl.tools import loop_bench
+from mbrl.tools import loop_bench, scale_bench
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -69,3 +69,35 @@ def test_bench_script_sac_only_writes_the_sac_rows(tmp_path: str) -> None:
     assert set(res["sac"]) == {"amp=off", "amp=bf16", "amp=off, autograd"}
     assert "model_fit_samples_per_s" not in res and "whole_loop" not in res
     assert "% of GEMM" in proc.stdout and "x the first row's time" in proc.stdout
+
+
+def test_eval_rows_time_sequential_and_vector_evaluation() -> None:
+    rows = scale_bench.bench_eval(episodes=2, repeats=1, max_episode_steps=20)
+    assert [r["name"] for r in rows] == ["sequential", "vector sync", "vector async"]
+    assert rows[0]["speedup"] == 1.0 and all(r["median_s"] > 0 for r in rows)
+    # The fixed fresh actor keeps Hopper up for 68+ steps: every row's episodes are truncated.
+    assert all(r["episode_length_mean"] == r["episode_length_max"] == 20 for r in rows)
+
+
+def test_bench_script_eval_only_writes_the_eval_rows(tmp_path: str) -> None:
+    out = os.path.join(tmp_path, "bench.json")
+    script = os.path.join(ROOT, "scripts", "bench.py")
+    args = ["--eval-only", "--repeats", "1", "--eval-episodes", "2", "--eval-max-steps", "10"]
+    proc = subprocess.run(
+        [sys.executable, script, *args, "--json", out], capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    with open(out, encoding="utf-8") as f:
+        res = json.load(f)
+    assert [r["name"] for r in res["eval"]] == ["sequential", "vector sync", "vector async"]
+    assert "sac" not in res and "gemm_flop_per_s" not in res
+    assert "x sequential" in proc.stdout
+
+
+def test_sampling_rows_count_env_steps_of_every_copy() -> None:
+    from mbrl.tools.scale_runs import bench_sampling
+
+    rows = bench_sampling(counts=(1, 2), modes=("sync",), env_steps=40, updates_per_step=1)
+    assert [r["name"] for r in rows] == ["num_envs=1 sync", "num_envs=2 sync"]
+    assert rows[0]["collect_speedup"] == 1.0
+    assert all(r["collect_steps_per_s"] > 0 and r["sac_steps_per_s"] > 0 for r in rows)

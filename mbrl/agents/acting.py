@@ -43,9 +43,10 @@ class ActingPolicy:
             return self.agent.act(obs, deterministic, generator)
         return self.copy.act(obs, deterministic, generator)
 
-    def step(self) -> None:
-        """Called once per env step: refresh the copy every ``sync_every`` steps."""
-        self._since_sync += 1
+    def step(self, env_steps: int = 1) -> None:
+        """Called after each (vector) step of ``env_steps`` env steps: refresh the copy once
+        ``sync_every`` env steps have passed."""
+        self._since_sync += env_steps
         if self._since_sync >= self.sync_every:
             self.sync()
 

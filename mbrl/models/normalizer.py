@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from mbrl.runtime import distributed
+
 
 class Normalizer(nn.Module):
     """x -> (x - mean) / std, refit on the training rows at every model fit (as MBPO's
@@ -23,8 +25,11 @@ class Normalizer(nn.Module):
         """x: [N, dim]. Constant dimensions keep std 1 instead of dividing by ~0 (statistics
         in float64, where a constant column's std is exactly 0)."""
         x64 = x.double()
-        std = x64.std(dim=0, correction=0)
-        self.mean.copy_(x64.mean(dim=0))
+        if distributed.active():  # the statistics of every rank's rows together
+            mean, std = distributed.pooled_moments(x64)
+        else:
+            mean, std = x64.mean(dim=0), x64.std(dim=0, correction=0)
+        self.mean.copy_(mean)
         self.std.copy_(torch.where(std < 1e-12, torch.ones_like(std), std))
 
     def forward(self, x: Tensor) -> Tensor:

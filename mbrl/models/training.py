@@ -21,6 +21,7 @@ from torch import Tensor
 from mbrl.config import ModelConfig
 from mbrl.models.dynamics import DynamicsModel, build_density
 from mbrl.optim import GuardedStep, adam
+from mbrl.runtime import distributed
 
 EpochHook = Callable[[int, float], None]  # (epoch, mean best holdout score) after each epoch
 
@@ -109,7 +110,8 @@ class ModelTrainer:
         while True:
             train_loss = self._epoch(x, y, boot, gen)
             epoch += 1
-            hold = self.holdout_score(x[hold_idx], y[hold_idx])
+            # (Several ranks: the mean over their holdout rows, so that all stop together.)
+            hold = distributed.mean(self.holdout_score(x[hold_idx], y[hold_idx]))
             improved = (best - hold) / best.abs().clamp_min(1e-8) > self.cfg.improvement
             improved |= torch.isinf(best) & torch.isfinite(hold)
             best = torch.where(improved, hold, best)
@@ -155,8 +157,9 @@ class ModelTrainer:
         order = boot.gather(1, torch.argsort(torch.rand(e, n, generator=gen, device=x.device), 1))
         total = torch.zeros((), device=x.device)
         steps = 0
-        for i in range(0, n, self.cfg.batch_size):
-            idx = order[:, i : i + self.cfg.batch_size]  # [E, b]
+        b = self.cfg.batch_size
+        for i in range(0, distributed.min_int(-(-n // b)) * b, b):  # ranks take equal steps
+            idx = order[:, i : i + b]  # [E, b]
             loss, nll = self._loss(x[idx], y[idx])
             self._step(loss)
             total = total + nll.detach().mean()
@@ -205,13 +208,15 @@ class ModelTrainer:
             return True
         if cfg.max_epochs is not None and epoch >= cfg.max_epochs:
             return True
-        return cfg.max_seconds is not None and time.perf_counter() - start >= cfg.max_seconds
+        if cfg.max_seconds is None:
+            return False
+        return distributed.any_flag(time.perf_counter() - start >= cfg.max_seconds)
 
     def _finish(
         self, xh: Tensor, yh: Tensor, train_loss: Tensor, epochs: int, start: float
     ) -> dict[str, Any]:
         # As bnn.py's _end_train: score the restored members again, the best become elites.
-        scores = {c: self.holdout_score(xh, yh, c) for c in ("nll", "mse")}
+        scores = {c: distributed.mean(self.holdout_score(xh, yh, c)) for c in ("nll", "mse")}
         best = scores[self.cfg.criterion]
         elites = torch.topk(best, self.cfg.elites, largest=False).indices.sort().values
         self.model.elites.copy_(elites)

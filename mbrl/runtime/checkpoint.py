@@ -16,7 +16,8 @@ import torch
 # 2: one SAC optimizer, the acting policy's state. 3: buffers stored oldest row first with
 # the model pool's window; the Gaussian ensemble's shared log-variance bounds (MBPO's).
 # 4: the loop's side under "algorithm" (MBPO or model-free), config key algorithm.init_steps.
-FORMAT_VERSION = 4
+# 5: every env copy's state (env.num_envs), the world size and each rank's own part.
+FORMAT_VERSION = 5
 
 
 class CheckpointError(RuntimeError):
@@ -116,7 +117,7 @@ def load(
     if state["format"] != FORMAT_VERSION:
         raise CheckpointError(
             f"checkpoint {path!r} has format {state['format']!r}; this FlowMBPO reads format "
-            f"{FORMAT_VERSION} (4: config keys and the algorithm state changed): retrain, or "
+            f"{FORMAT_VERSION} (5: env copies and processes are saved): retrain, or "
             "use the FlowMBPO version that wrote it"
         )
     if env_name is not None and state["env"] != env_name:
@@ -124,6 +125,25 @@ def load(
             f"checkpoint {path!r} was written for env {state['env']!r}, not {env_name!r}"
         )
     return state
+
+
+def check_layout(state: dict[str, Any], run_dir: str, world: int, num_envs: int) -> None:
+    """A run continues on as many processes and env copies as it ran on: each process holds
+    its own env copies and buffers, and the checkpoint holds each copy's exact state."""
+    saved = state.get("world_size", 1)
+    if saved != world:
+        how = "without torchrun" if saved == 1 else f"with torchrun --nproc_per_node={saved}"
+        raise CheckpointError(
+            f"resume={run_dir!r}: the run ran on {saved} process{'es' if saved > 1 else ''} "
+            f"and this start has {world}; each process holds its own envs and buffers, so "
+            f"resume it {how}"
+        )
+    copies = len(state["collector"]["envs"])
+    if copies != num_envs:
+        raise CheckpointError(
+            f"resume={run_dir!r}: the run stepped env.num_envs={copies} env copies; it "
+            f"continues only with env.num_envs={copies} (got {num_envs})"
+        )
 
 
 class CheckpointManager:

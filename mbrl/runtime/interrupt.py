@@ -14,6 +14,8 @@ import threading
 from types import FrameType, TracebackType
 from typing import Any
 
+from mbrl.runtime import distributed
+
 
 class StopRequest:
     """``with StopRequest() as stop: ... if stop.requested: ...`` (main thread only; a no-op
@@ -29,6 +31,11 @@ class StopRequest:
             self._previous = signal.signal(signal.SIGINT, self._handle)
             self._installed = True
         return self
+
+    def agreed(self) -> bool:
+        """Whether to stop now: requested here, or on any rank of a run on several processes
+        (all ranks stop after the same step)."""
+        return distributed.any_flag(self.requested)
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self.requested:  # the second Ctrl-C

@@ -6,9 +6,12 @@ callback (``on_run_start``) instead: a bad value exits with a clear message and 
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import os
+import shutil
 import sys
+import tempfile
 import time
 from typing import Any
 
@@ -18,8 +21,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from mbrl.config import Config, ConfigError
 from mbrl.envs import env_dims, make_env
-from mbrl.runtime import runlock
-from mbrl.runtime.checkpoint import CheckpointError, load
+from mbrl.runtime import distributed, runlock
+from mbrl.runtime.checkpoint import CheckpointError, check_layout, load
 from mbrl.runtime.memory import check_memory
 from mbrl.runtime.utils import resolve_device
 from mbrl.runtime.validate import validate
@@ -35,6 +38,24 @@ def expand_shorthands(argv: list[str]) -> list[str]:
     """``profile=true`` -> ``profile.enabled=true``: ``profile`` is also the node of the
     profiling window's settings (``profile.updates=...``), and hydra cannot set a node to a bool."""
     return [SHORTHANDS.get(arg.lower(), arg) for arg in argv]
+
+
+def rank_argv(argv: list[str]) -> list[str]:
+    """Under torchrun, ranks other than 0 leave no trace of their own: hydra's folder for
+    them is a temporary one without .hydra/ or a log file (rank 0's run folder is the run's,
+    and its name, with a timestamp, may differ by a second between ranks)."""
+    if distributed.rank() == 0:
+        return argv
+    own = tempfile.mkdtemp(prefix="flowmbpo_rank")
+    atexit.register(shutil.rmtree, own, True)
+    keep = [a for a in argv if not a.startswith(("hydra.run.dir=", "hydra.output_subdir="))]
+    return [
+        *keep,
+        f"hydra.run.dir={own}",
+        "hydra.output_subdir=null",
+        "hydra/job_logging=disabled",
+        "hydra/hydra_logging=disabled",
+    ]
 
 
 def register_resolvers() -> None:
@@ -106,7 +127,8 @@ def resolve(cfg: DictConfig, overrides: list[str]) -> Config:
 
 
 def _fail(err: Exception, code: int = 2) -> None:
-    print(f"error: {err}", file=sys.stderr)
+    if distributed.is_main():  # (under torchrun every rank fails alike; one message is enough)
+        print(f"error: {err}", file=sys.stderr)
     sys.exit(code)
 
 
@@ -124,12 +146,16 @@ def check_before_start(config: DictConfig, lock: bool = True) -> Config:
     """Everything that must fail before a file is written: the config, the checkpoint to
     resume, whether the buffers fit in memory, and whether another run holds the folder."""
     cfg = resolve(config, list(config.hydra.overrides.task))
+    world = distributed.world_size()
+    distributed.check_world(cfg, world)
     if cfg.resume is not None:  # a bad checkpoint must fail before hydra writes there
-        load(os.path.join(cfg.resume, "ckpt", "last.pt"), env_name=cfg.env.name, mmap=True)
+        path = os.path.join(cfg.resume, "ckpt", "last.pt")
+        state = load(path, env_name=cfg.env.name, mmap=True)
+        check_layout(state, cfg.resume, world, cfg.env.num_envs)
     env = make_env(cfg.env.name, cfg.env.max_episode_steps)
     check_memory(cfg, *env_dims(env), resolve_device(cfg.device))
     env.close()
-    run_dir = _literal_run_dir(config, cfg) if lock else None
+    run_dir = _literal_run_dir(config, cfg) if lock and distributed.is_main() else None
     if run_dir is not None:
         runlock.acquire(run_dir)  # held until the process ends (the trainer reuses it)
     return cfg
@@ -160,6 +186,9 @@ def run(cfg: DictConfig) -> float:
     run_dir = HydraConfig.get().runtime.output_dir
     try:
         config = resolve(cfg, list(HydraConfig.get().overrides.task))
+        # Under torchrun: join the process group; every rank uses rank 0's run folder.
+        distributed.start(resolve_device(config.device))
+        run_dir = distributed.broadcast_object(run_dir)
         if config.profile.enabled:
             from mbrl.tools.profiling import run_profile
 
@@ -173,6 +202,8 @@ def run(cfg: DictConfig) -> float:
     except CheckpointError as err:  # e.g. the disk ran full: last.pt holds the last good state
         _fail(err, code=1)
         raise
+    finally:
+        distributed.stop()
     if trainer.stopped:
         sys.exit(130)  # stopped by Ctrl-C (checkpoint written): as a shell reports SIGINT
     return result

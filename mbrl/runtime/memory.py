@@ -14,7 +14,7 @@ import os
 import torch
 
 from mbrl.config import Config, ConfigError
-from mbrl.mbpo import pool_capacity
+from mbrl.mbpo import pool_capacity, run_length
 
 HEADROOM = 0.9  # of the free memory the buffers may take; the rest is networks and workspace
 
@@ -27,7 +27,7 @@ def row_bytes(obs_dim: int, act_dim: int, model_pool: bool) -> int:
 
 def buffer_bytes(cfg: Config, obs_dim: int, act_dim: int) -> tuple[int, int]:
     """(real buffer bytes, model pool bytes) as the trainer allocates them."""
-    real = (min(cfg.buffer.capacity, cfg.total_steps) + 1) * row_bytes(obs_dim, act_dim, False)
+    real = (min(cfg.buffer.capacity, run_length(cfg)) + 1) * row_bytes(obs_dim, act_dim, False)
     pool = 0
     if cfg.algorithm.name == "mbpo":
         pool = (pool_capacity(cfg) + 1) * row_bytes(obs_dim, act_dim, True)

@@ -11,6 +11,7 @@ import torch
 
 from mbrl.config import Config
 from mbrl.envs import env_spec
+from mbrl.envs.vector import resolve_vector
 from mbrl.runtime.memory import buffer_bytes
 from mbrl.runtime.progress import duration, episodes, megabytes, start_block
 from mbrl.runtime.timer import PhaseTimer
@@ -20,6 +21,7 @@ class Run(Protocol):
     """What the texts read from a run (``mbrl.trainer.Trainer``)."""
 
     cfg: Config
+    world: int  # processes of the run (torchrun)
     run_dir: str
     device: torch.device
     amp: str
@@ -57,6 +59,12 @@ def start_text(t: Run) -> str:
         f"eval every {cfg.eval.every} steps, {episodes(cfg.eval.episodes)})",
         "memory": memory,
     }
+    if t.world > 1:
+        lines["processes"] = f"{t.world} (torchrun); each rank takes 1/{t.world} of every batch"
+    if cfg.env.num_envs > 1:
+        mode = resolve_vector(cfg.env.vector, cfg.env.num_envs)
+        lines["envs"] = f"{cfg.env.num_envs} copies ({mode}), {cfg.env.num_envs} x "
+        lines["envs"] += f"{cfg.algorithm.updates_per_step} SAC updates per vector step"
     if t.resumed_at is not None:
         lines["resumed"] = f"from step {t.resumed_at} (ckpt/last.pt)"
     if cfg.logger.tensorboard:

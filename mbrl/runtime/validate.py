@@ -21,6 +21,7 @@ from mbrl.config import (
     MODELS,
     REWARDER_MODES,
     SELECT_BY,
+    VECTOR_MODES,
     Config,
     ConfigError,
     ModelConfig,
@@ -58,6 +59,9 @@ def _check_ranges(c: Config) -> None:
     _at_least("buffer.capacity", c.buffer.capacity, 1, "a positive integer")
     _at_least("algorithm.init_steps", c.algorithm.init_steps, 0, ">= 0")
     _at_least("algorithm.updates_per_step", c.algorithm.updates_per_step, 0, ">= 0")
+    _at_least("env.num_envs", c.env.num_envs, 1, "a positive number of env copies")
+    _choice("env.vector", c.env.vector, VECTOR_MODES)
+    _choice("eval.vector", c.eval.vector, VECTOR_MODES)
     if c.env.max_episode_steps is not None:
         _at_least("env.max_episode_steps", c.env.max_episode_steps, 1, "positive or null")
     _check_agent(c.agent)

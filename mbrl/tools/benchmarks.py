@@ -22,6 +22,7 @@ from mbrl.buffer import ReplayBuffer, transition_fields
 from mbrl.collector import Collector
 from mbrl.config import ModelConfig, SACConfig
 from mbrl.envs import env_spec, make_env
+from mbrl.envs.vector import make_vector_env
 from mbrl.models import DynamicsModel, ModelTrainer
 from mbrl.rollout import rollout
 from mbrl.runtime.staging import HostStager
@@ -242,7 +243,7 @@ def acting_loop(b: Bench, act_device: str, steps: int = 100, updates: int = 20) 
     """Env steps/s of the SAC half of the MBPO loop: act, step Hopper, stage the transition,
     then ``updates`` SAC updates (MBPO's 20 per step), with actions computed on
     ``act_device`` (``train`` or ``cpu``)."""
-    env = make_env("hopper")
+    env = make_vector_env("hopper", 1)
     buf = ReplayBuffer(10_000, transition_fields(OBS, ACT), b.device)
     sac = SAC(OBS, ACT, SACConfig(), b.device)
     acting = ActingPolicy(sac, resolve_act_device(act_device, b.device), sync_every=10)

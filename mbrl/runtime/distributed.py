@@ -1,0 +1,228 @@
+"""One run on several processes (``torchrun``): every rank steps its own envs into its own
+buffers; gradients are averaged over ranks before every optimizer step, so the weights stay
+equal everywhere; rank 0 alone evaluates, logs and writes checkpoints. DI-engine's DDP mode
+works the same way (its learner all-reduces gradients by hand), which fits the hand-written
+SAC gradients and the fused Adam step better than wrapping modules in DDP.
+
+Every helper is a no-op in a single process, so call sites need no ``if``. NCCL carries the
+tensors on GPUs, gloo on a CPU.
+
+Settings keep their single-process meaning for the run as a whole: ``total_steps`` and every
+schedule count the env steps of all ranks, and a batch of ``agent.batch_size`` rows is split
+into equal shares, one per rank (:func:`rank_config`), so updates per env step and rows per
+update are MBPO's.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import math
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import Tensor
+
+from mbrl.config import Config, ConfigError
+
+# Batch sizes each rank takes an equal share of: the world size must divide them.
+SPLIT = ("agent.batch_size", "model.batch_size", "rewarder.batch_size", "rollout.batch_size")
+
+
+def world_size() -> int:
+    """The number of ranks: torch.distributed's once started, else torchrun's WORLD_SIZE."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_world_size()
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def rank() -> int:
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank()
+    return int(os.environ.get("RANK", "0"))
+
+
+def is_main() -> bool:
+    return rank() == 0
+
+
+def active() -> bool:
+    """Whether gradients and statistics are shared with other ranks."""
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+
+
+def start(device: torch.device) -> torch.device:
+    """Join torchrun's process group (NCCL for CUDA, else gloo); returns this rank's device."""
+    if world_size() == 1 or (dist.is_available() and dist.is_initialized()):
+        return device
+    if device.type == "cuda":
+        local = int(os.environ.get("LOCAL_RANK", "0"))
+        torch.cuda.set_device(local)
+        device = torch.device("cuda", local)
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    # Rank 0 evaluates and writes checkpoints while the others wait in their next all-reduce.
+    dist.init_process_group(backend, timeout=datetime.timedelta(hours=2))
+    return device
+
+
+def stop() -> None:
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def check_world(cfg: Config, world: int) -> None:
+    """Every setting split over ranks must divide by the world size (before work starts)."""
+    if world == 1:
+        return
+    for key in SPLIT:
+        if cfg.algorithm.name != "mbpo" and key.split(".")[0] in ("model", "rewarder", "rollout"):
+            continue
+        value = _get(cfg, key)
+        if value % world:
+            raise ConfigError(
+                f"{key}={value} is not allowed with {world} processes: each rank takes an equal "
+                f"share of it, so it must be a multiple of the world size {world} (e.g. "
+                f"{key}={max(world, value // world * world)})"
+            )
+    if cfg.profile.enabled:
+        raise ConfigError("profile=true runs in one process; start it without torchrun")
+
+
+def rank_config(cfg: Config, world: int) -> Config:
+    """This rank's share of ``cfg``: each batch size in :data:`SPLIT` divided by ``world``,
+    the real buffer and the holdout cap rounded up to their share."""
+    if world == 1:
+        return cfg
+    out = copy.deepcopy(cfg)
+    for key in SPLIT:
+        _set(out, key, _get(cfg, key) // world)
+    out.buffer.capacity = -(-cfg.buffer.capacity // world)
+    out.model.max_holdout = -(-cfg.model.max_holdout // world)
+    return out
+
+
+def _get(cfg: Config, key: str) -> int:
+    group, name = key.split(".")
+    return int(getattr(getattr(cfg, group), name))
+
+
+def _set(cfg: Config, key: str, value: int) -> None:
+    group, name = key.split(".")
+    setattr(getattr(cfg, group), name, value)
+
+
+# --- collectives (no-ops in one process) --------------------------------------------------
+
+
+def average_grads_(grads: Sequence[Tensor], finite: Tensor) -> Tensor:
+    """Average ``grads`` over ranks in place (one all-reduce); returns whether every rank's
+    loss was finite (a step skipped on one rank is skipped on all, so weights stay equal)."""
+    if not active():
+        return finite
+    flat = torch.cat([g.reshape(-1).float() for g in grads] + [(~finite).float().reshape(1)])
+    dist.all_reduce(flat)
+    flat[:-1].div_(dist.get_world_size())
+    offset = 0
+    for g in grads:
+        g.copy_(flat[offset : offset + g.numel()].view_as(g))
+        offset += g.numel()
+    return flat[-1] == 0
+
+
+def mean(t: Tensor) -> Tensor:
+    """The mean of ``t`` over ranks (a new tensor)."""
+    if not active():
+        return t
+    out = t.detach().clone()
+    dist.all_reduce(out)
+    return out / dist.get_world_size()
+
+
+def log_mean_exp(t: Tensor) -> Tensor:
+    """log(mean over ranks of exp(t)) for a 0-dim tensor: pools log-mean-exp statistics."""
+    if not active():
+        return t
+    parts = [torch.zeros_like(t) for _ in range(dist.get_world_size())]
+    dist.all_gather(parts, t.detach().contiguous())
+    return torch.logsumexp(torch.stack(parts), 0) - math.log(len(parts))
+
+
+def pooled_moments(x: Tensor) -> tuple[Tensor, Tensor]:
+    """Mean and population std over the rows of ``x`` [N, D] of every rank (float64)."""
+    x64 = x.double()
+    sums = torch.cat([x64.sum(0), x64.square().sum(0), x64.new_full((1,), x.shape[0])])
+    dist.all_reduce(sums)
+    d = x.shape[1]
+    count = sums[-1]
+    m = sums[:d] / count
+    var = (sums[d : 2 * d] / count - m.square()).clamp_min(0.0)
+    return m, var.sqrt()
+
+
+def min_int(value: int) -> int:
+    """The smallest ``value`` over ranks (loop lengths every rank must agree on)."""
+    if not active():
+        return value
+    t = torch.tensor([value], dtype=torch.long, device=_comm_device())
+    dist.all_reduce(t, op=dist.ReduceOp.MIN)
+    return int(t.item())
+
+
+def any_flag(flag: bool) -> bool:
+    """True on every rank when it is true on any (a Ctrl-C seen by one rank, a time cap)."""
+    if not active():
+        return flag
+    t = torch.tensor([float(flag)], device=_comm_device())
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return bool(t.item())
+
+
+def sum_int(value: int) -> int:
+    if not active():
+        return value
+    t = torch.tensor([value], dtype=torch.long, device=_comm_device())
+    dist.all_reduce(t)
+    return int(t.item())
+
+
+def broadcast_(tensors: Sequence[Tensor]) -> None:
+    """Rank 0's values into ``tensors`` on every rank (start-up: equal weights everywhere)."""
+    if not active():
+        return
+    for t in tensors:
+        dist.broadcast(t.data, src=0)
+
+
+def broadcast_object(obj: Any) -> Any:
+    """Rank 0's ``obj`` on every rank (e.g. the run folder that rank 0's hydra made)."""
+    if not active():
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def gather_objects(obj: Any) -> list[Any] | None:
+    """Every rank's ``obj`` in rank order on rank 0; None on the others."""
+    if not active():
+        return [obj]
+    out: list[Any] | None = [None] * dist.get_world_size() if is_main() else None
+    dist.gather_object(obj, out, dst=0)
+    return out
+
+
+def all_gather_objects(obj: Any) -> list[Any]:
+    if not active():
+        return [obj]
+    out: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def _comm_device() -> torch.device:
+    if dist.get_backend() == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")

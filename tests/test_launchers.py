@@ -1,0 +1,89 @@
+"""Parallel sweeps through hydra's launcher plugins (the ``launchers`` extra): a 2-job multirun
+with joblib (local worker processes) and with submitit_local (submitit's local executor, no
+SLURM), each job in its own run folder and its own process."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+
+import pytest
+import yaml
+from test_cli import _run
+
+# SAC on Pendulum, a few seconds per job: one evaluation, at the last step.
+SWEEP = [
+    "algorithm=sac",
+    "env=pendulum",
+    "total_steps=300",
+    "algorithm.init_steps=100",
+    "agent.hidden_sizes=[32,32]",
+    "agent.batch_size=32",
+    "eval.every=300",
+    "eval.episodes=1",
+    "logger.progress=false",
+    "logger.tensorboard=false",
+    "device=cpu",
+    "seed=0,1",
+]
+
+
+def _multirun(train_cmd: list[str], tmp_path: str, launcher: list[str]) -> str:
+    sweep = os.path.join(tmp_path, "sweep")
+    proc = _run(
+        [*train_cmd, "-m", *launcher, *SWEEP, f"hydra.sweep.dir={sweep}"], cwd=str(tmp_path)
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert not os.path.exists(os.path.join(tmp_path, "runs"))  # all under the sweep folder
+    return sweep
+
+
+def _check_jobs(sweep: str) -> list[int]:
+    """Each job's run folder holds its final evaluation and its own seed; returns the pids
+    that held the folders (``.lock``, written by the job's process)."""
+    jobs = sorted(glob.glob(os.path.join(sweep, "[0-9]_*")))
+    assert [os.path.basename(j)[:2] for j in jobs] == ["0_", "1_"], jobs
+    pids = []
+    for seed, job in enumerate(jobs):
+        with open(os.path.join(job, "metrics.jsonl"), encoding="utf-8") as f:
+            rows = [json.loads(line) for line in f]
+        assert max(r["step"] for r in rows) == 300
+        assert any(r["step"] == 300 and "eval/return_mean" in r for r in rows), rows[-1]
+        with open(os.path.join(job, "config.yaml"), encoding="utf-8") as f:
+            assert yaml.safe_load(f)["seed"] == seed
+        with open(os.path.join(job, ".lock"), encoding="ascii") as f:
+            pids.append(int(f.read().split()[1]))
+    return pids
+
+
+def test_joblib_sweep_runs_each_job_in_its_own_process(train_cmd: list[str], tmp_path: str) -> None:
+    pytest.importorskip("hydra_plugins.hydra_joblib_launcher")
+    sweep = _multirun(train_cmd, tmp_path, ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"])
+    pids = _check_jobs(sweep)
+    assert pids[0] != pids[1]  # two loky workers, not one process running both jobs
+
+
+def test_submitit_local_sweep_runs_each_job_in_its_own_process(
+    train_cmd: list[str], tmp_path: str
+) -> None:
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
+    launcher = ["hydra/launcher=submitit_local", "hydra.launcher.timeout_min=5"]
+    sweep = _multirun(train_cmd, tmp_path, launcher)
+    pids = _check_jobs(sweep)
+    assert pids[0] != pids[1]
+    # submitit's own job files (pickles, stdout/stderr) stay in the sweep folder.
+    logs = glob.glob(os.path.join(sweep, ".submitit", "*", "*_log.err"))
+    assert len(logs) == 2, logs
+
+
+def test_a_bad_value_stops_a_joblib_sweep_before_any_folder(
+    train_cmd: list[str], tmp_path: str
+) -> None:
+    pytest.importorskip("hydra_plugins.hydra_joblib_launcher")
+    sweep = os.path.join(tmp_path, "sweep")
+    args = ["-m", "hydra/launcher=joblib", *SWEEP, "total_steps=-5", f"hydra.sweep.dir={sweep}"]
+    proc = _run([*train_cmd, *args], cwd=str(tmp_path))  # ValidateCallback.on_multirun_start
+    assert proc.returncode == 2
+    assert "total_steps=-5 is not allowed" in proc.stderr, proc.stderr[-3000:]
+    assert not os.path.exists(sweep)
