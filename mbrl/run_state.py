@@ -134,7 +134,7 @@ def _tensors(obj: Any) -> Iterator[Tensor]:
 def _to_cpu(obj: Any) -> Any:
     """Tensors to host memory before they are pickled to rank 0."""
     if isinstance(obj, Tensor):
-        return obj.cpu()
+        return obj.cpu()  # sync-ok: once per checkpoint
     if isinstance(obj, dict):
         return {k: _to_cpu(v) for k, v in obj.items()}
     if isinstance(obj, list):

@@ -62,7 +62,9 @@ def start(device: torch.device) -> torch.device:
         local = int(os.environ.get("LOCAL_RANK", "0"))
         torch.cuda.set_device(local)
         device = torch.device("cuda", local)
-    backend = "nccl" if device.type == "cuda" else "gloo"
+    # Tensors on GPUs go through NCCL; the small host-side agreements (stop flags, loop
+    # lengths) through gloo on the CPU, so they never wait for queued GPU work.
+    backend = "cpu:gloo,cuda:nccl" if device.type == "cuda" else "gloo"
     # Rank 0 evaluates and writes checkpoints while the others wait in their next all-reduce.
     dist.init_process_group(backend, timeout=datetime.timedelta(hours=2))
     return device
@@ -168,7 +170,7 @@ def min_int(value: int) -> int:
         return value
     t = torch.tensor([value], dtype=torch.long, device=_comm_device())
     dist.all_reduce(t, op=dist.ReduceOp.MIN)
-    return int(t.item())
+    return int(t.item())  # sync-ok: a host tensor (gloo)
 
 
 def any_flag(flag: bool) -> bool:
@@ -177,7 +179,7 @@ def any_flag(flag: bool) -> bool:
         return flag
     t = torch.tensor([float(flag)], device=_comm_device())
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return bool(t.item())
+    return bool(t.item())  # sync-ok: a host tensor (gloo)
 
 
 def sum_int(value: int) -> int:
@@ -185,7 +187,7 @@ def sum_int(value: int) -> int:
         return value
     t = torch.tensor([value], dtype=torch.long, device=_comm_device())
     dist.all_reduce(t)
-    return int(t.item())
+    return int(t.item())  # sync-ok: a host tensor (gloo)
 
 
 def broadcast_(tensors: Sequence[Tensor]) -> None:
@@ -223,6 +225,5 @@ def all_gather_objects(obj: Any) -> list[Any]:
 
 
 def _comm_device() -> torch.device:
-    if dist.get_backend() == "nccl":
-        return torch.device("cuda", torch.cuda.current_device())
+    """Where the small agreements' tensors live: the host (gloo serves the CPU on GPUs too)."""
     return torch.device("cpu")
