@@ -25,6 +25,41 @@ def full(x: Tensor) -> Tensor:
     return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
 
 
+class _ReLUFromOutput(torch.autograd.Function):
+    """relu(x), with the derivative read from the output: d relu(x) / dx = sign(relu(x))."""
+
+    @staticmethod
+    def forward(x: Tensor) -> Tensor:
+        return torch.relu(x)
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Tensor], output: Tensor) -> None:
+        ctx.save_for_backward(output)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> Tensor:
+        (out,) = ctx.saved_tensors
+        return grad * out.sign()  # 1 where x > 0, else 0
+
+
+class ReLU(nn.Module):
+    """``nn.ReLU`` whose backward reads its (float) output instead of a boolean mask.
+
+    The same function and gradient, written for the compiler: torch's ReLU backward is
+    ``where(out <= 0, 0, grad)``, and a compiled backward then stores the comparison as a
+    boolean tensor, which inductor's CPU kernels write ~40x slower than a float one
+    (docs/benchmarks.md). Multiplying by ``sign(out)`` keeps the float activation that the
+    next layer's weight gradient stores anyway. Run eagerly it is ``torch.relu`` itself;
+    compiled, gradients equal ``nn.ReLU``'s (tested).
+    """
+
+    def forward(self, x: Tensor) -> Tensor:
+        if not torch.compiler.is_compiling():
+            return torch.relu(x)  # eager: torch's own kernels are the faster ones
+        out: Tensor = _ReLUFromOutput.apply(x)
+        return out
+
+
 class EnsembleLinear(nn.Module):
     """E independent linear layers applied as one batched matmul.
 
@@ -50,7 +85,10 @@ class EnsembleLinear(nn.Module):
         b: Tensor = self.bias
         if members is not None:
             w, b = w[members], b[members]
-        return torch.baddbmm(b, x, w)
+        # bmm, then the bias: compiled, the addition fuses into the next elementwise pass,
+        # where baddbmm would first copy the broadcast bias into its output (docs/benchmarks.md).
+        out = torch.bmm(x, w)
+        return out + b.to(out.dtype)  # (under autocast: the bmm's dtype, as baddbmm's)
 
     def extra_repr(self) -> str:
         return f"members={self.members}, in_dim={self.in_dim}, out_dim={self.out_dim}"

@@ -8,10 +8,11 @@ robustness, not for the result:
 * The tails are handled with ``clamp`` + ``where`` instead of boolean-mask indexing (which
   makes shapes data-dependent and forces a device->host sync on CUDA).
 * On the CPU the forward (density) direction calls nflows' ``rational_quadratic_spline`` itself.
-  On CUDA it calls :func:`rq_forward`, the same formula without nflows' host-side domain check
-  (a sync per call). The inverse (sampling) direction always uses :func:`rq_inverse`: nflows'
-  ``assert (discriminant >= 0).all()`` is both a sync and a crash on the rare row where fp32
-  rounding makes the discriminant slightly negative; here it is clamped at zero.
+  On CUDA, and inside ``torch.compile``, it calls :func:`rq_forward`, the same formula without
+  nflows' host-side domain check (a sync per call, and a graph break for the compiler). The
+  inverse (sampling) direction always uses :func:`rq_inverse`: nflows' ``assert
+  (discriminant >= 0).all()`` is both a sync and a crash on the rare row where fp32 rounding
+  makes the discriminant slightly negative; here it is clamped at zero.
 
 Both ports are tested against nflows (``tests/test_splines.py``).
 """
@@ -118,10 +119,11 @@ def rq_spline(
 
     x: [...], params: [..., 3K - 1] (unnormalised, nflows layout). Returns (out, logabsdet),
     both shaped like x; logabsdet is of the map applied (forward, or inverse if ``inverse``).
-    ``use_nflows`` picks the forward implementation (default: nflows on the CPU only).
+    ``use_nflows`` picks the forward implementation (default: nflows on the CPU, when not
+    being compiled).
     """
     if use_nflows is None:
-        use_nflows = x.device.type == "cpu"
+        use_nflows = x.device.type == "cpu" and not torch.compiler.is_compiling()
     bins = (params.shape[-1] + 1) // 3
     w, h, d = params[..., :bins], params[..., bins : 2 * bins], params[..., 2 * bins :]
     d = F.pad(d, (1, 1), value=TAIL_DERIVATIVE_LOGIT)

@@ -53,7 +53,8 @@ class ReplayBuffer:
         self._pushed = torch.zeros((), dtype=torch.long, device=self.device)  # rows ever written
         self._offered = 0  # rows ever offered (host side: an upper bound of what was written)
         self.window = capacity  # live rows at most: the newest `window` written rows
-        self.sampled_out = 0
+        # Rows ever sampled: a device counter, so that a sample inside a CUDA graph counts too.
+        self._sampled = torch.zeros((), dtype=torch.long, device=self.device)
         self._last_idx: Tensor | None = None
 
     # --- writing ----------------------------------------------------------------------------
@@ -123,7 +124,7 @@ class ReplayBuffer:
         k = torch.minimum((u * self._size).long(), (self._size - 1).clamp(min=0))
         idx = self._ring_index(k)
         self._last_idx = idx
-        self.sampled_out += batch_size
+        self._sampled += batch_size
         names = self.data.keys() if fields is None else fields
         return {name: self.data[name][idx] for name in names}
 
@@ -133,6 +134,11 @@ class ReplayBuffer:
 
     def __len__(self) -> int:
         return int(self._size)  # sync-ok: a host read, for set-up and tests, not the hot loop
+
+    @property
+    def sampled_out(self) -> int:
+        """Rows ever sampled (a host read: for tests and checkpoints)."""
+        return int(self._sampled)  # sync-ok: not in the hot loop
 
     @property
     def size(self) -> Tensor:
@@ -152,7 +158,7 @@ class ReplayBuffer:
         """Counters plus the mean age (in pushes) of the last sampled batch; tensors, no sync."""
         out: dict[str, Any] = {
             "pushed_in": self._pushed,
-            "sampled_out": self.sampled_out,
+            "sampled_out": self._sampled,
             "current_have": self._size,
         }
         if self._last_idx is not None:
@@ -196,4 +202,4 @@ class ReplayBuffer:
         self._size.fill_(keep)
         self._pushed.fill_(state["pushed_in"])
         self._offered = state.get("offered", state["pushed_in"])
-        self.sampled_out = state["sampled_out"]
+        self._sampled.fill_(state["sampled_out"])

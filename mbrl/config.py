@@ -19,7 +19,7 @@ ACT_DEVICES = ("auto", "cpu", "train")
 ALGORITHMS = ("sac", "mbpo")
 MODELS = ("flow", "gaussian")
 REWARDER_MODES = ("none", "penalty", "filter")
-GRADS = ("auto", "handwritten", "autograd")
+COMPILE_MODES = ("auto", "true", "false")
 VECTOR_MODES = ("auto", "sync", "async")
 
 
@@ -68,10 +68,6 @@ class SACConfig:
     # actor, refreshed every act_sync_every env steps), auto (cpu when training on CUDA).
     act_device: str = "auto"
     act_sync_every: int = 10  # env steps between refreshes of the CPU copy
-    # How the update's gradients are taken: auto (the hand-written fast path on a CPU, where it
-    # is measured faster, while the losses are SAC's own; autograd elsewhere and under
-    # amp=fp16) | handwritten (mbrl/fastpath/sac_grads.py) | autograd.
-    grads: str = "auto"
 
 
 @dataclass
@@ -255,8 +251,13 @@ class Config:
     total_steps: int = 100_000  # env steps
     seed: int = 0  # seeds torch, numpy, the env and the loop's explicit generators
     device: str = "auto"  # auto | cpu | cuda
-    amp: str = "auto"  # auto (bf16 on a GPU that has it, else off) | off | bf16 | fp16
-    compile: bool = False  # torch.compile the SAC losses and the model-fit step
+    # auto (per component: mbrl.runtime.speed.AUTO_AMP) | off | bf16 | fp16
+    amp: str = "auto"
+    # torch.compile the SAC update and the model-fit step (CUDA: each as one CUDA graph):
+    # true | false (eager) | auto (on when the run has enough SAC updates to repay the warm-up;
+    # mbrl.runtime.speed.AUTO_COMPILE_UPDATES)
+    compile: str = "auto"
+    tf32: bool = True  # CUDA: fp32 matmuls of model fits and rollouts on TF32 tensor cores
     threads: int = 1  # torch intra-op threads per process; 0 keeps torch's default
     flush_denormal: bool = True  # denormal floats -> 0 on the CPU (x86 computes on them slowly)
     resume: str | None = None  # a run folder to continue from its ckpt/last.pt

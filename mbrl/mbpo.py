@@ -6,15 +6,16 @@ whose model phase is never due and whose batches come from the real buffer alone
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any, Protocol
 
 import torch
 from torch import Tensor
 
-from mbrl.agents import SAC
+from mbrl.agents import SAC, SACUpdates
 from mbrl.buffer import ReplayBuffer, transition_fields
 from mbrl.collector import Collector
+from mbrl.compiled import tf32_matmuls
 from mbrl.config import Config
 from mbrl.envs.termination import TerminationFn
 from mbrl.models import DynamicsModel, ModelTrainer
@@ -76,6 +77,7 @@ class Run(Protocol):
 
     cfg: Config
     agent: SAC
+    sac_updates: SACUpdates  # n updates, each on a batch from data.batch (compiled / graphed)
     data: MBPO | ModelFree
     collector: Collector  # D_env's writer; counts env steps
     timer: PhaseTimer
@@ -95,8 +97,8 @@ def train(run: Run, stop: StopRequest) -> bool:
     ``env.num_envs`` copies (on each of the ranks of a torchrun), an iteration takes
     n = copies x ranks env steps at once and then n x G updates, so updates per env step (and
     every schedule in env steps) stay MBPO's."""
-    cfg, data, agent, timer, env = run.cfg, run.data, run.agent, run.timer, run.collector
-    gen, batch_size, n = run.gens["train"], cfg.agent.batch_size, env.step_size
+    cfg, data, timer, env = run.cfg, run.data, run.timer, run.collector
+    gen, n = run.gens["train"], env.step_size
     while env.envstep_count < cfg.total_steps:
         if data.model_phase_due(env.envstep_count, n):  # every model_train_freq env steps:
             # train the model on D_env, then roll it out from D_env's states into D_model
@@ -106,8 +108,7 @@ def train(run: Run, stop: StopRequest) -> bool:
         sac_metrics = None
         if env.envstep_count > cfg.algorithm.init_steps:
             with timer.phase("sac"):  # G policy updates per env step, on D_env and D_model
-                for _ in range(n * cfg.algorithm.updates_per_step):
-                    sac_metrics = agent.update(data.batch(batch_size, gen), gen)
+                sac_metrics = run.sac_updates(n * cfg.algorithm.updates_per_step)
         run.after_step(sac_metrics)
         if stop.agreed():
             return True
@@ -132,6 +133,9 @@ class ModelFree:
 
     def batch(self, batch_size: int, gen: torch.Generator) -> dict[str, Tensor]:
         return self.real.sample(batch_size, gen, SAC_FIELDS)
+
+    def batch_layout(self) -> Hashable:
+        return "real"
 
     def buffers(self) -> dict[str, ReplayBuffer]:
         return {}
@@ -158,10 +162,15 @@ class MBPO:
         agent: SAC,
         amp: str = "off",
         compile: bool = False,
+        graphs: bool = False,
+        tf32: bool = False,
     ) -> None:
+        """The model's ``amp``; ``compile`` its fit step (``graphs``: as CUDA graphs);
+        ``tf32``: fp32 matmuls of fits and rollouts on TF32 tensor cores (CUDA)."""
         self.cfg, self.real, self.agent, self.termination_fn = cfg, real, agent, termination_fn
         self.model = DynamicsModel(obs_dim, act_dim, cfg.model).to(device)
-        self.model_trainer = ModelTrainer(self.model, cfg.model, amp, compile)
+        self.model_trainer = ModelTrainer(self.model, cfg.model, amp, compile, graphs)
+        self.tf32 = tf32
         self.rewarder = (
             None
             if cfg.rewarder.mode == "none"
@@ -190,6 +199,12 @@ class MBPO:
     ) -> dict[str, Any]:
         """Fit the model (and rewarder) on all real data, then refill the pool with rollouts.
         ``self.status`` hears what is happening (the progress bar shows it)."""
+        with tf32_matmuls(self.tf32):
+            return self._model_phase(env_steps, gen, timer)
+
+    def _model_phase(
+        self, env_steps: int, gen: torch.Generator, timer: PhaseTimer
+    ) -> dict[str, Any]:
         status = self.status
         with timer.phase("model"):
             data = self.real.rows()
@@ -252,6 +267,11 @@ class MBPO:
             return fake
         real = self.real.sample(self.n_real, gen, SAC_FIELDS)
         return {k: torch.cat([real[k], fake[k]]) for k in SAC_FIELDS}
+
+    def batch_layout(self) -> Hashable:
+        """Which buffers :meth:`batch` draws from now (the real buffer alone until the pool
+        has rows)."""
+        return "mixed" if self.pool_ready else "real"
 
     def state_dict(self) -> dict[str, Any]:
         return {

@@ -13,9 +13,10 @@ import torch
 from torch import Tensor
 
 from mbrl import run_state
-from mbrl.agents import SAC, ActingPolicy, resolve_act_device
+from mbrl.agents import SAC, ActingPolicy, SACUpdates, resolve_act_device
 from mbrl.buffer import ReplayBuffer, transition_fields
 from mbrl.collector import Collector
+from mbrl.compiled import Compiled, tf32_matmuls
 from mbrl.config import Config
 from mbrl.envs import env_spec
 from mbrl.envs.vector import make_vector_env, resolve_vector, vector_dims
@@ -26,11 +27,11 @@ from mbrl.runtime.interrupt import StopRequest
 from mbrl.runtime.logger import Logger
 from mbrl.runtime.memory import check_memory
 from mbrl.runtime.progress import Progress, episodes
+from mbrl.runtime.speed import resolve_amp, resolve_compile
 from mbrl.runtime.timer import PhaseTimer
 from mbrl.runtime.utils import (
     configure_cpu,
     make_generator,
-    resolve_amp,
     resolve_device,
     rss_mb,
     seed_everything,
@@ -65,8 +66,10 @@ class Trainer:
         # Never more rows than the run can fill: a 15k-step run does not allocate 1M rows.
         capacity = min(cfg.buffer.capacity, run_length(cfg))
         self.buffer = ReplayBuffer(capacity, transition_fields(obs_dim, act_dim), self.device)
-        self.amp = resolve_amp(cfg.amp, self.device)
-        self.agent = SAC(obs_dim, act_dim, cfg.agent, self.device, self.amp, cfg.compile)
+        self.amp = resolve_amp(cfg.amp, self.device, "sac")
+        self.model_amp = resolve_amp(cfg.amp, self.device, "model")
+        self.compiling = resolve_compile(cfg, self.device, self.world, self.amp)
+        self.agent = SAC(obs_dim, act_dim, cfg.agent, self.device, self.amp, self.compiling.on)
         act_device = resolve_act_device(cfg.agent.act_device, self.device)
         self.acting = ActingPolicy(self.agent, act_device, cfg.agent.act_sync_every)
         self.data = self._build_data(obs_dim, act_dim)
@@ -87,6 +90,11 @@ class Trainer:
             "train": make_generator(self.device, rank_seed + 1),
             "act": make_generator(act_device, rank_seed + 2),
         }
+        # The G updates after each env step: one compiled (CUDA: graphed) block.
+        self.sac_updates = SACUpdates(
+            self.agent, self.data, cfg.agent.batch_size, self.gens["train"], self.compiling.graphs
+        )
+        self.compiled: dict[str, Compiled] = {}  # what was compiled: warm-up time, failure
         self.updates = 0
         self.init_steps = cfg.algorithm.init_steps
         self.best_return, self.best_step = -float("inf"), 0
@@ -142,8 +150,10 @@ class Trainer:
             term_fn,
             self.buffer,
             self.agent,
-            amp=self.amp,
-            compile=cfg.compile,
+            amp=self.model_amp,
+            compile=self.compiling.on,
+            graphs=self.compiling.graphs,
+            tf32=cfg.tf32 and self.device.type == "cuda",
         )
 
     @property
@@ -156,6 +166,7 @@ class Trainer:
         """Train to ``total_steps``; returns the last evaluation's mean return. Ctrl-C stops
         after the current step with a checkpoint in ``ckpt/last.pt`` (a second one at once)."""
         cfg, stop = self.cfg, StopRequest()
+        self.warm_up()
         if self.main:
             print(report.start_text(self), file=sys.stderr, flush=True)
         # The ETA shows once a whole model-phase period has been timed (fits included).
@@ -180,6 +191,20 @@ class Trainer:
                 report.summary_text(self, "stopped" if self.stopped else "finished")
             )
         return self.last_eval.get("eval/return_mean", float("nan"))
+
+    def warm_up(self) -> None:
+        """Compile the SAC update and the model-fit step now (on copies: the run's state is
+        untouched), timed for the start block; a compile failure falls back to eager. Once."""
+        if not self.compiling.on or self.compiled:
+            return
+        if self.main:
+            what = "the SAC update" + (" and the model fit" if isinstance(self.data, MBPO) else "")
+            print(f"compiling {what} (torch.compile)...", file=sys.stderr, flush=True)
+        parts = {"SAC update": self.agent.warm_up()}
+        if isinstance(self.data, MBPO):
+            with tf32_matmuls(self.data.tf32):  # (as the fits will run: no recompiling then)
+                parts["model fit"] = self.data.model_trainer.warm_up()
+        self.compiled = {name: c for name, c in parts.items() if c is not None}
 
     # --- the loop's hooks (mbrl.mbpo.Run) -------------------------------------------------
 

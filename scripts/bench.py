@@ -1,14 +1,18 @@
-"""Benchmarks: SAC updates, model fits and rollouts, buffers, env steps, the whole loop,
-each fast path (amp, compile, acting device, pinned staging) on and off side by side, and the
-scale-out rows (evaluation episode after episode vs as one vector env; Hopper SAC env steps/s
-with env.num_envs 1, 2, 4, 8, sync and async; one run on 1 vs 2 processes).
+"""Benchmarks: the SAC update block, model fits and rollouts, buffers, env steps, the whole
+loop, each fast path (amp, compile, CUDA graphs, acting device, pinned staging) on and off side
+by side, compile warm-up times, and the scale-out rows (evaluation episode after episode vs as
+one vector env; Hopper SAC env steps/s with env.num_envs 1, 2, 4, 8, sync and async; one run on
+1 vs 2 processes).
 
     python scripts/bench.py [--device cpu|cuda] [--repeats 5] [--rollout-batch 100000]
-                            [--fit-rows 10000] [--json PATH] [--skip-loop] [--skip-compile]
+                            [--fit-rows 5000] [--json PATH] [--skip-loop] [--skip-compile]
+                            [--reference OLD_CHECKOUT]
                             [--sac-only | --eval-only | --scale-only] [--eval-episodes 10]
                             [--eval-max-steps 1000]
 
 Medians over repeats after a warm-up, on this machine; prints a table and writes JSON.
+``--reference`` times an older checkout's default SAC update and model fits (e.g. a ``git
+worktree`` of an earlier commit) in the same rounds as this code's.
 """
 
 from __future__ import annotations
@@ -22,9 +26,10 @@ from typing import Any
 
 import torch
 
-from mbrl.runtime.utils import configure_cpu, resolve_amp
+from mbrl.runtime.speed import resolve_amp
+from mbrl.runtime.utils import configure_cpu
 from mbrl.tools import benchmarks as bench
-from mbrl.tools import loop_bench, scale_bench, scale_runs
+from mbrl.tools import loop_bench, scale_bench, scale_runs, update_bench, warmup_bench
 
 
 def main() -> None:
@@ -33,7 +38,8 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--rollout-batch", type=int, default=100_000)
-    p.add_argument("--fit-rows", type=int, default=10_000)
+    p.add_argument("--fit-rows", type=int, default=5000, help="rows per member (at most 5000)")
+    p.add_argument("--reference", default=None, help="an older checkout to time side by side")
     p.add_argument("--json", default=None)
     p.add_argument("--skip-loop", action="store_true", help="skip the whole-loop run")
     p.add_argument("--skip-compile", action="store_true", help="skip the compile=true rows")
@@ -50,8 +56,10 @@ def main() -> None:
     args = p.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
         p.error("--device cuda: torch sees no CUDA device here; use --device cpu")
-    if args.repeats < 1 or args.fit_rows < 2 or args.rollout_batch < 1:
-        p.error("--repeats, --fit-rows (>= 2) and --rollout-batch must be positive")
+    if args.repeats < 1 or not 2 <= args.fit_rows <= 5000 or args.rollout_batch < 1:
+        p.error("--repeats and --rollout-batch must be positive, --fit-rows in [2, 5000]")
+    if args.reference and not os.path.isfile(os.path.join(args.reference, "mbrl", "trainer.py")):
+        p.error(f"--reference {args.reference!r} is not a FlowMBPO checkout (no mbrl/trainer.py)")
     if args.eval_episodes < 1 or args.eval_max_steps < 1:
         p.error("--eval-episodes and --eval-max-steps must be positive")
     configure_cpu(args.threads, flush_denormal=True)
@@ -65,14 +73,12 @@ def main() -> None:
 
 def run_all(b: bench.Bench, args: argparse.Namespace) -> dict[str, Any]:
     dev, cuda = b.device, b.device.type == "cuda"
-    amps = ["off", "bf16", "fp16"] if cuda else ["off", "bf16"]
-    default_amp = resolve_amp("auto", dev)
     res: dict[str, object] = {
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
         f"{torch.get_num_threads()} torch threads"
         + (f", {torch.cuda.get_device_name(dev)}" if cuda else ""),
         "torch": torch.__version__,
-        "default_amp": default_amp,
+        "default_amp": {c: resolve_amp("auto", dev, c) for c in ("sac", "model")},
     }
     if args.eval_only or args.scale_only:
         res["eval"] = eval_rows(args)
@@ -80,26 +86,18 @@ def run_all(b: bench.Bench, args: argparse.Namespace) -> dict[str, Any]:
             res.update(scale_rows())
         return res
     res["gemm_flop_per_s"] = {n: bench.gemm_flops(b, n) for n in (256, 1024)}
-    variants: dict[str, dict[str, Any]] = {f"amp={amp}": {"amp": amp} for amp in amps}
-    # Whichever of the two gradient paths agent.grads=auto does not pick on this device:
-    other = "autograd" if dev.type == "cpu" else "handwritten"
-    variants[f"amp=off, {other}"] = {"amp": "off", "grads": other}
-    if not args.skip_compile:
-        variants[f"amp={default_amp}, compile"] = {"amp": default_amp, "compile": True}
-    res["sac"] = bench.sac_updates(b, variants)
+    settings = update_bench.settings(cuda, not args.skip_compile)
+    res["sac"] = update_bench.sac_updates(b, settings, reference=args.reference)
+    if cuda:
+        res["peak_gpu_mb"] = torch.cuda.max_memory_allocated(dev) / 2**20
     if args.sac_only:
         return res
-    fit = {
-        f"{m}, amp={amp}": bench.model_fit(b, m, amp, args.fit_rows)
-        for m in ("flow", "gaussian")
-        for amp in amps
+    fits = {
+        f"{m}, {k}": {**v, "model": m} for m in ("flow", "gaussian") for k, v in settings.items()
     }
+    res["model_fit"] = update_bench.model_fits(b, fits, args.fit_rows, args.reference)
     if not args.skip_compile:
-        for m in ("flow", "gaussian"):
-            fit[f"{m}, amp={default_amp}, compile"] = bench.model_fit(
-                b, m, default_amp, args.fit_rows, compile=True
-            )
-    res["model_fit_samples_per_s"] = fit
+        res["compile_warmup_s"] = warmup_bench.compile_warmups(dev.type)
     res["rollout_transitions_per_s"] = {
         m: bench.model_rollout(b, m, args.rollout_batch) for m in ("flow", "gaussian")
     }
@@ -110,6 +108,7 @@ def run_all(b: bench.Bench, args: argparse.Namespace) -> dict[str, Any]:
             "pageable": bench.staging(b, pinned=False),
         }
         res["acting_env_steps_per_s"] = {d: bench.acting_loop(b, d) for d in ("train", "cpu")}
+        res["peak_gpu_mb"] = torch.cuda.max_memory_allocated(dev) / 2**20
     res["env_steps_per_s"] = bench.env_steps(b)
     if not args.skip_loop:
         with tempfile.TemporaryDirectory() as tmp:
@@ -137,51 +136,57 @@ def eval_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 
 def print_table(res: dict[str, Any]) -> None:
-    print(f"machine: {res['machine']}; torch {res['torch']}; amp=auto is {res['default_amp']}")
-    print(f"{'benchmark':<48}{'result':>22}")
+    amp = res["default_amp"]
+    print(f"machine: {res['machine']}; torch {res['torch']}; amp=auto is {amp}")
+    print(f"{'benchmark':<52}{'result':>18}")
     for n, f in res.get("gemm_flop_per_s", {}).items():
-        print(f"{f'GEMM {n}x{n}x{n}':<48}{f / 1e9:>15.1f} GFLOP/s")
+        print(f"{f'GEMM {n}x{n}x{n}':<52}{f / 1e9:>11.1f} GFLOP/s")
     for name, r in res.get("sac", {}).items():
+        warm = f"; warm-up {r['warmup_s']:.1f} s" if r.get("warmup_s") else ""
         print(
-            f"{f'SAC update, batch 256, 256x256, {name}':<48}{r['updates_per_s']:>14.1f} upd/s"
+            f"{f'SAC, 20-update block, batch 256, {name}':<52}{r['updates_per_s']:>10.1f} upd/s"
             f"  ({r['flop_per_s'] / 1e9:.1f} GFLOP/s, {100 * r['share_of_gemm']:.0f}% of GEMM;"
-            f" {r['time_vs_first']:.2f}x the first row's time; first update"
-            f" {r['first_update_s']:.1f} s)"
+            f" {r['time_vs_first']:.2f}x the first row's time{warm})"
         )
-    for k, v in res.get("model_fit_samples_per_s", {}).items():
-        print(f"{f'model fit, 7 members, {k}':<48}{v:>12,.0f} samples/s")
+    for k, r in res.get("model_fit", {}).items():
+        warm = f"  (warm-up {r['warmup_s']:.1f} s)" if r.get("warmup_s") else ""
+        print(f"{f'model fit, 7 members, {k}':<52}{r['samples_per_s']:>10,.0f} samples/s{warm}")
+    for when, w in res.get("compile_warmup_s", {}).items():
+        parts = ", ".join(f"{k} {v:.1f} s" for k, v in w.items())
+        print(f"{f'compile warm-up, inductor cache {when}':<52}  {parts}")
     for k, v in res.get("rollout_transitions_per_s", {}).items():
-        print(f"{f'rollout, {k}':<48}{v:>12,.0f} transitions/s")
+        print(f"{f'rollout, {k}':<52}{v:>10,.0f} transitions/s")
     for k, v in res.get("buffer", {}).items():
-        print(f"{f'buffer {k}':<48}{v:>12,.0f}")
+        print(f"{f'buffer {k}':<52}{v:>10,.0f}")
     for k, v in res.get("staging_rows_per_s", {}).items():
-        print(f"{f'env transition staging, {k}':<48}{v:>12,.0f} rows/s")
+        print(f"{f'env transition staging, {k}':<52}{v:>10,.0f} rows/s")
     for k, v in res.get("acting_env_steps_per_s", {}).items():
-        print(f"{f'act + env step + 20 updates, act_device={k}':<48}{v:>12,.1f} env steps/s")
+        print(f"{f'act + env step + 20 updates, act_device={k}':<52}{v:>10,.1f} env steps/s")
     if "env_steps_per_s" in res:
-        print(f"{'Hopper env steps/s (raw env)':<48}{res['env_steps_per_s']:>12,.0f}")
+        print(f"{'Hopper env steps/s (raw env)':<52}{res['env_steps_per_s']:>10,.0f}")
+    if "peak_gpu_mb" in res:
+        print(f"{'peak GPU memory':<52}{res['peak_gpu_mb']:>10,.0f} MB")
     for k, v in res.get("trained_sac_updates_per_s", {}).items():
         how = "flushed" if k == "flush" else "kept"
-        name = f"SAC update, loop-trained agent, denormals {how}"
-        print(f"{name:<48}{v:>14.1f} upd/s")
+        print(f"{f'SAC update, loop-trained agent, denormals {how}':<52}{v:>10.1f} upd/s")
     for key, how in (("whole_loop", "flushed"), ("whole_loop_denormals_kept", "kept")):
         if key in res:
             w = res[key]
             name = f"whole loop, Hopper MBPO, denormals {how}"
-            print(f"{name:<48}{w['env_steps_per_s']:>12.1f} env steps/s  ({w['wall_s']:.0f} s)")
+            print(f"{name:<52}{w['env_steps_per_s']:>10.1f} env steps/s  ({w['wall_s']:.0f} s)")
     for r in res.get("sampling", []):
         name = f"Hopper SAC env steps/s, {r['name']}"
         print(
-            f"{name:<48}{r['sac_steps_per_s']:>12.1f} steps/s  ({r['sac_speedup']:.2f}x; "
+            f"{name:<52}{r['sac_steps_per_s']:>10.1f} steps/s  ({r['sac_speedup']:.2f}x; "
             f"collection alone {r['collect_steps_per_s']:.0f}/s, {r['collect_speedup']:.2f}x)"
         )
     for r in res.get("ddp", []):
         name = f"Hopper SAC G=20, one run on {r['name']}"
-        print(f"{name:<48}{r['s_per_1000_steps']:>12.1f} s/1000 steps  ({r['speedup']:.2f}x)")
+        print(f"{name:<52}{r['s_per_1000_steps']:>10.1f} s/1000 steps  ({r['speedup']:.2f}x)")
     for r in res.get("eval", []):
         name = f"Hopper eval, {r['episodes']} episodes, {r['name']}"
         print(
-            f"{name:<48}{r['median_s']:>14.3f} s/eval  ({r['speedup']:.2f}x sequential; episode"
+            f"{name:<52}{r['median_s']:>12.3f} s/eval  ({r['speedup']:.2f}x sequential; episode"
             f" length mean {r['episode_length_mean']:.0f}, max {r['episode_length_max']})"
         )
 

@@ -2,10 +2,13 @@
 config, run alternately on the code in each folder (e.g. a `git worktree` of an older commit).
 
     python scripts/loop_speed.py OLD_CHECKOUT NEW_CHECKOUT [--rounds 2] [--device cpu]
+                                 [--new-set compile=true ...]
 
 Only ``Config`` and ``Trainer`` are used (the settings travel as dotted keys, with the older
 names of renamed keys as a fallback); a checkout whose Config lacks a key is refused.
-Each run is a fresh process; prints env steps/s per run and the median ratio NEW / OLD.
+``--new-set KEY=VALUE`` sets a key for NEW only (e.g. ``compile=true``: the setting a long run
+gets). Each run is a fresh process; prints env steps/s per run, with the time a run spent
+compiling (its warm-up, which a long run repays) left out, and the median ratio NEW / OLD.
 """
 
 from __future__ import annotations
@@ -48,13 +51,16 @@ for key, value in json.loads(sys.argv[2]).items():
         sys.exit(f"this checkout's Config has no key {key!r}")
 with tempfile.TemporaryDirectory() as tmp:
     t0 = time.perf_counter()
-    Trainer(cfg, os.path.join(tmp, "run")).run()
-    print(json.dumps({"env_steps_per_s": cfg.total_steps / (time.perf_counter() - t0)}))
+    trainer = Trainer(cfg, os.path.join(tmp, "run"))
+    trainer.run()
+    wall = time.perf_counter() - t0
+    warmup = sum(c.seconds or 0.0 for c in getattr(trainer, "compiled", {}).values())
+    print(json.dumps({"env_steps_per_s": cfg.total_steps / (wall - warmup), "warmup_s": warmup}))
 """
 
 
-def run(checkout: str, device: str) -> float:
-    settings = json.dumps({**LOOP_SETTINGS, "device": device})
+def run(checkout: str, device: str, extra: dict[str, str] | None = None) -> float:
+    settings = json.dumps({**LOOP_SETTINGS, "device": device, **(extra or {})})
     out = subprocess.run(
         [sys.executable, "-c", CHILD, os.path.abspath(checkout), settings],
         capture_output=True,
@@ -71,14 +77,18 @@ def main() -> None:
     p.add_argument("new")
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--device", default="cpu")
+    p.add_argument("--new-set", action="append", default=[], metavar="KEY=VALUE")
     args = p.parse_args()
+    if bad := [kv for kv in args.new_set if "=" not in kv]:
+        p.error(f"--new-set takes KEY=VALUE, not {bad[0]!r}")
+    extra = dict(kv.split("=", 1) for kv in args.new_set)
     for path in (args.old, args.new):
         if not os.path.isfile(os.path.join(path, "mbrl", "trainer.py")):
             p.error(f"{path!r} is not a FlowMBPO checkout (no mbrl/trainer.py)")
     ratios = []
     for i in range(args.rounds):
         t0 = time.perf_counter()
-        old, new = run(args.old, args.device), run(args.new, args.device)
+        old, new = run(args.old, args.device), run(args.new, args.device, extra)
         ratios.append(new / old)
         print(
             f"round {i + 1}: old {old:.1f}, new {new:.1f} env steps/s, ratio {new / old:.2f}"

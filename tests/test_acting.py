@@ -11,7 +11,7 @@ import torch
 from mbrl.agents import SAC, ActingPolicy, resolve_act_device
 from mbrl.config import SACConfig
 from mbrl.runtime.checkpoint import load
-from mbrl.runtime.utils import resolve_amp
+from mbrl.runtime.speed import resolve_amp
 from mbrl.trainer import Trainer
 
 from test_sac import _batch
@@ -90,7 +90,8 @@ def test_cuda_training_acts_where_asked(act_device: str, tmp_path: str) -> None:
     )
     expected = "cpu" if act_device == "cpu" else "cuda"
     assert trainer.acting.device.type == expected
-    assert trainer.amp == ("bf16" if torch.cuda.is_bf16_supported() else "off")
+    assert trainer.amp == "off"  # amp=auto: fp32 for SAC, bf16 for the model (where supported)
+    assert trainer.model_amp == ("bf16" if torch.cuda.is_bf16_supported() else "off")
     trainer.run()
     Trainer(
         tiny_config(total_steps=300, device="cuda", resume=run, **{"agent.act_device": act_device}),

@@ -11,7 +11,6 @@ import torch
 from flows import EnsembleConditionalFlow
 from mbrl.agents import SAC
 from mbrl.config import SACConfig
-from mbrl.fastpath.sac_grads import critic_activations
 from mbrl.models import DynamicsModel
 
 from tests_support import tiny_model_config
@@ -39,15 +38,10 @@ def test_bf16_critic_q_is_far_more_precise_than_bf16_spacing() -> None:
     q32 = full.critic(obs, act)
     with low.autocast():
         q16 = low.critic(obs, act)
-        # the hand-written update's own pass (mbrl/fastpath): the same fp32 head
-        x = torch.cat([obs, act], -1).expand(2, -1, -1)
-        q16_analytic = critic_activations(low.critic, x, low.workspace)[-1].squeeze(-1)
-    assert q16.dtype == q16_analytic.dtype == torch.float32
+    assert q16.dtype == torch.float32
     assert float(q32.min()) > 250 and float(q32.max()) < 350
     err = (q16 - q32).abs().max()
     assert float(err) < BF16_SPACING_AT_300 / 8, err
-    # (baddbmm vs bmm + add: the same values up to fp32 rounding of bf16 sums)
-    torch.testing.assert_close(q16_analytic, q16, rtol=0, atol=BF16_SPACING_AT_300 / 100)
     # What a bf16 head would return: rounded to a multiple of 2, errors up to 1.
     rounded = (q32.bfloat16().float() - q32).abs().max()
     assert float(rounded) > BF16_SPACING_AT_300 / 8

@@ -7,39 +7,56 @@ import os
 import subprocess
 import sys
 
+import pytest
 import torch
 
 from mbrl.config import Config
 from mbrl.tools import benchmarks as bench
-from mbrl.tools import loop_bench, scale_bench
+from mbrl.tools import loop_bench, scale_bench, update_bench
+
+EAGER = {"amp": "off", "compile": False}
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_bench_functions_report_positive_rates() -> None:
     b = bench.Bench(torch.device("cpu"), repeats=1, warmup=0)
-    sac = bench.sac_update(b, "off", batch_size=32, updates=2)
+    sac = update_bench.sac_updates(b, {"eager": EAGER}, batch_size=32, updates=2)["eager"]
     # One update: critic fwd (online + target) + bwd, actor fwd + bwd through the critic.
     # 256x256 hidden layers at batch 32 put it well above 30 MFLOP and below 300 MFLOP.
     assert 3e7 < sac["flops_per_update"] < 3e8 and sac["updates_per_s"] > 0
-    assert bench.model_fit(b, "gaussian", "off", rows=300) > 0
+    assert 0 < sac["share_of_gemm"] < 2
+    fits = update_bench.model_fits(b, {"g": {**EAGER, "model": "gaussian"}}, rows=300)
+    assert fits["g"]["samples_per_s"] > 0
     assert bench.model_rollout(b, "flow", batch=500) > 0
     assert all(v > 0 for v in bench.buffer_rates(b).values())
     assert bench.env_steps(b, steps=50) > 0
     assert bench.gemm_flops(b, 64) > 0
-    assert 0 < sac["share_of_gemm"] < 2
     assert bench.staging(b, pinned=True, rows=20) > 0
     assert bench.acting_loop(b, "cpu", steps=2, updates=1) > 0
 
 
-def test_sac_settings_are_timed_side_by_side() -> None:
+def test_settings_and_an_older_checkout_are_timed_side_by_side() -> None:
+    """Eager and compiled blocks, and a checkout's default in a worker process (this
+    checkout itself stands in for the older one) in the same rounds."""
     b = bench.Bench(torch.device("cpu"), repeats=1, warmup=0)
-    variants = {"default": {"amp": "off"}, "autograd": {"amp": "off", "grads": "autograd"}}
-    rows = bench.sac_updates(b, variants, batch_size=32, updates=1)
-    assert set(rows) == {"default", "autograd"}
-    assert rows["default"]["time_vs_first"] == 1.0 and rows["autograd"]["time_vs_first"] > 0
-    # The same losses: the hand-written gradients skip no matmul autograd makes at this size.
-    assert rows["default"]["flops_per_update"] <= rows["autograd"]["flops_per_update"]
+    variants = {"eager": EAGER, "compiled": {"amp": "off", "compile": True}}
+    rows = update_bench.sac_updates(b, variants, batch_size=32, updates=1, reference=ROOT)
+    assert set(rows) == {"eager", "compiled", "reference"}
+    assert rows["eager"]["time_vs_first"] == 1.0 and rows["reference"]["updates_per_s"] > 0
+    assert rows["compiled"]["warmup_s"] > 0 and rows["eager"]["warmup_s"] == 0
+    # The same losses: compiling changes no matmul.
+    assert rows["eager"]["flops_per_update"] == rows["compiled"]["flops_per_update"]
+    fits = update_bench.model_fits(
+        b, {"flow": {**EAGER, "model": "flow"}}, rows=200, reference=ROOT
+    )
+    assert set(fits) == {"flow", "reference, flow"}
+    assert all(r["samples_per_s"] > 0 for r in fits.values())
+
+
+def test_a_folder_that_is_no_checkout_is_refused_as_reference(tmp_path: str) -> None:
+    with pytest.raises(ValueError, match="is not a FlowMBPO checkout"):
+        update_bench.ReferenceWorker(str(tmp_path), torch.device("cpu"))
 
 
 def test_loop_settings_apply_to_the_config() -> None:
@@ -66,7 +83,7 @@ def test_bench_script_sac_only_writes_the_sac_rows(tmp_path: str) -> None:
     assert proc.returncode == 0, proc.stderr
     with open(out, encoding="utf-8") as f:
         res = json.load(f)
-    assert set(res["sac"]) == {"amp=off", "amp=bf16", "amp=off, autograd"}
+    assert set(res["sac"]) == {"eager, amp=off", "eager, amp=bf16"}
     assert "model_fit_samples_per_s" not in res and "whole_loop" not in res
     assert "% of GEMM" in proc.stdout and "x the first row's time" in proc.stdout
 

@@ -41,10 +41,7 @@ def test_defaults_are_valid() -> None:
         ({"algorithm__name": "ppo"}, "algorithm='ppo' is not allowed; choose one of: sac, mbpo"),
         ({"agent__gamma": 1.5}, "agent.gamma=1.5"),
         ({"agent__hidden_sizes": []}, "agent.hidden_sizes"),
-        (
-            {"agent__grads": "jax"},
-            "agent.grads='jax' is not allowed; choose one of: auto, handwritten",
-        ),
+        ({"compile": "maybe"}, "compile='maybe' is not allowed; choose one of: auto, true, false"),
         ({"buffer__capacity": 0}, "buffer.capacity=0"),
         ({"resume": "/nonexistent/run"}, "no checkpoint at /nonexistent/run/ckpt/last.pt"),
         ({"model__name": "maf"}, "model='maf' is not allowed; choose one of: flow, gaussian"),

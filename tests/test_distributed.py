@@ -154,3 +154,16 @@ def test_rank_config_splits_batches(world: int) -> None:
     assert share.agent.batch_size * world == 256 and share.rollout.batch_size * world == 100
     assert share.total_steps == cfg.total_steps  # schedules count the whole run's env steps
     assert cfg.agent.batch_size == 256  # the run's own config is left as it was
+
+
+def test_more_local_ranks_than_gpus_is_refused() -> None:
+    from mbrl.config import ConfigError
+    from mbrl.runtime.distributed import check_gpus
+
+    with pytest.raises(ConfigError, match=r"started 4 processes .* sees 2 GPUs.*nproc_per_node=2"):
+        check_gpus("cuda", 4, gpus=2)
+    with pytest.raises(ConfigError, match="sees 2 GPUs"):
+        check_gpus("auto", 3, gpus=2)
+    check_gpus("auto", 4, gpus=0)  # no GPU: the ranks train on the CPU
+    check_gpus("cpu", 4, gpus=1)
+    check_gpus("cuda", 2, gpus=2)

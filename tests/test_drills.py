@@ -65,6 +65,12 @@ SAC_RUN = [
     "device=cpu",
     "seed=3",
 ]
+RUNS = {
+    "mbpo": MBPO_RUN,
+    "sac": SAC_RUN,
+    # compiled (auto would not compile runs this short): the SAC block and the fit step
+    "mbpo_compiled": [*MBPO_RUN, "compile=true"],
+}
 
 
 def _start(args: list[str], run_dir: str) -> subprocess.Popen[bytes]:
@@ -92,9 +98,9 @@ def _finish(args: list[str], run_dir: str) -> subprocess.CompletedProcess[str]:
 def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """The reference runs, each trained in one go."""
     base = tmp_path_factory.mktemp("uninterrupted")
-    runs = {"mbpo": str(base / "mbpo"), "sac": str(base / "sac")}
-    _finish(MBPO_RUN, runs["mbpo"])
-    _finish(SAC_RUN, runs["sac"])
+    runs = {name: str(base / name) for name in RUNS}
+    for name, args in RUNS.items():
+        _finish(args, runs[name])
     yield runs
 
 
@@ -177,6 +183,7 @@ KILLS = [
     ("mbpo", "checkpoint write", None, 500),
     ("sac", "sac updates", "train", 700),
     ("sac", "checkpoint write", None, 600),
+    ("mbpo_compiled", "sac updates", "train", 700),
 ]
 
 
@@ -191,7 +198,7 @@ def test_kill_9_then_resume_equals_uninterrupted(
     tmp_path: str,
 ) -> None:
     run = os.path.join(tmp_path, "run")
-    proc = _start(MBPO_RUN if algo == "mbpo" else SAC_RUN, run)
+    proc = _start(RUNS[algo], run)
     seen, reader = _stderr_reader(proc)
     if marker is None:
         _kill_when(proc, _tmp_checkpoint(run, after), "writing a checkpoint")
@@ -201,7 +208,7 @@ def test_kill_9_then_resume_equals_uninterrupted(
     reader.join(timeout=5)
     assert proc.returncode == -signal.SIGKILL
     _finish(["resume=" + run], run)
-    _assert_resumed_equals(uninterrupted[algo], run, model=algo == "mbpo")
+    _assert_resumed_equals(uninterrupted[algo], run, model=algo != "sac")
     assert not any(".pt.tmp" in n for n in os.listdir(os.path.join(run, "ckpt")))
 
 

@@ -476,14 +476,10 @@ def test_sac_losses_are_softlearnings_computed_by_hand() -> None:
         a1, logp1 = pi(obs, noise[0])
         policy_loss = (alpha * logp1 - q(sac.critic, obs, a1).min(0).values).mean()
         alpha_loss = -(math.log(alpha) * (logp1 + -2.0)).mean()
-    for grads in ("autograd", "handwritten"):
-        sac.handwritten = grads == "handwritten"
-        losses = sac.handwritten_losses if sac.handwritten else sac.losses
-        out = losses(obs, act, rew, next_obs, term, noise)
-        out = out[0] if sac.handwritten else out
-        torch.testing.assert_close(out[0].detach(), q_losses.sum(), rtol=1e-4, atol=1e-5)
-        torch.testing.assert_close(out[1].detach(), policy_loss, rtol=1e-4, atol=1e-5)
-        torch.testing.assert_close(out[2].detach(), alpha_loss, rtol=1e-4, atol=1e-5)
+    out = sac.losses(obs, act, rew, next_obs, term, noise)
+    torch.testing.assert_close(out[0].detach(), q_losses.sum(), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(out[1].detach(), policy_loss, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(out[2].detach(), alpha_loss, rtol=1e-4, atol=1e-5)
 
 
 def test_bootstrap_resamples_each_members_training_rows(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,6 +1,6 @@
-"""Changing a SAC loss is a change in one method: a subclass with another critic loss trains
-through autograd (the hand-written fast path steps aside), and its gradients are those of the
-new loss, computed here independently."""
+"""Changing a SAC loss or network is a change in one place: a subclass (or an in-place edit)
+with another critic loss, or critics of another shape, trains through autograd, eager or
+compiled, and its gradients are those of the new loss, computed here independently."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ import copy
 import pytest
 import torch
 from torch import Tensor, nn
+from torch.func import functional_call
 
+from flows.nn import EnsembleMLP
 from mbrl.agents.sac import SAC
 from mbrl.config import SACConfig
 
@@ -46,15 +48,21 @@ def _batch() -> dict[str, Tensor]:
     }
 
 
-def test_the_default_takes_the_fast_path_on_a_cpu() -> None:
-    sac = SAC(OBS, ACT, SACConfig(hidden_sizes=[16]))
-    assert sac.uses_own_losses() and sac.handwritten
-
-
-def test_a_changed_critic_loss_trains_through_autograd() -> None:
+@pytest.mark.parametrize("compile", [False, True])
+def test_a_changed_critic_loss_trains_as_written(compile: bool) -> None:
     torch.manual_seed(0)
-    sac = HuberSAC(OBS, ACT, SACConfig(hidden_sizes=[16, 16]))
-    assert not sac.uses_own_losses() and not sac.handwritten
+    sac = HuberSAC(OBS, ACT, SACConfig(hidden_sizes=[16, 16]), compile=compile)
+    _check_huber_gradients(sac)
+
+
+def test_a_loss_edited_in_place_trains_as_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Editing ``SAC.critic_loss`` itself (no subclass) changes what trains."""
+    monkeypatch.setattr(SAC, "critic_loss", HuberSAC.critic_loss)
+    torch.manual_seed(0)
+    _check_huber_gradients(SAC(OBS, ACT, SACConfig(hidden_sizes=[16, 16])))
+
+
+def _check_huber_gradients(sac: SAC) -> None:
     critic, actor, target = (copy.deepcopy(m) for m in (sac.critic, sac.actor, sac.critic_target))
     b = _batch()
     sac.update(b, torch.Generator().manual_seed(7))
@@ -84,40 +92,44 @@ def test_a_changed_critic_loss_trains_through_autograd() -> None:
     assert any(float((p.grad - g).abs().max()) > 1e-3 for p, g in pairs if p.grad is not None)
 
 
-def test_forcing_the_fast_path_on_a_changed_loss_is_refused() -> None:
-    with pytest.raises(ValueError, match=r"agent\.grads=handwritten cannot run with HuberSAC"):
-        HuberSAC(OBS, ACT, SACConfig(hidden_sizes=[8], grads="handwritten"))
-    with pytest.raises(ValueError, match="amp=fp16"):
-        SAC(OBS, ACT, SACConfig(hidden_sizes=[8], grads="handwritten"), amp="fp16")
+class AtomQ(nn.Module):
+    """Twin critics with a 5-atom head each (a distributional-style critic): (obs, act) ->
+    atoms [2, B, 5]; Q is their mean."""
+
+    def __init__(self, obs_dim: int, act_dim: int, cfg: SACConfig) -> None:
+        super().__init__()
+        self.net = EnsembleMLP(2, obs_dim + act_dim, cfg.hidden_sizes, 5, act=nn.ReLU)
+
+    def forward(self, obs: Tensor, act: Tensor, frozen: bool = False) -> Tensor:
+        x = torch.cat([obs, act], dim=-1).expand(2, -1, -1)
+        if frozen:  # the actor's loss: gradients reach the action only
+            params = {k: v.detach() for k, v in self.net.named_parameters()}
+            return functional_call(self.net, params, (x,)).mean(-1)
+        return self.net(x).mean(-1)
 
 
-def test_an_edited_loss_is_seen_and_trains_through_autograd(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-) -> None:
-    """Editing ``SAC.critic_loss`` in place (no subclass): the start-up check finds that the
-    hand-written gradients no longer match, and the update runs through autograd."""
-    monkeypatch.setattr(SAC, "critic_loss", HuberSAC.critic_loss)
-    with caplog.at_level("WARNING"):
-        sac = SAC(OBS, ACT, SACConfig(hidden_sizes=[16]))
-    assert sac.uses_own_losses() and not sac.handwritten
-    assert "training through autograd" in caplog.text
+class AtomSAC(SAC):
+    def build_critic(self, obs_dim: int, act_dim: int, cfg: SACConfig) -> AtomQ:  # type: ignore[override]
+        return AtomQ(obs_dim, act_dim, cfg)
 
 
-def test_an_edited_network_is_seen_too(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Tanh instead of ReLU in the actor and critics: not what the gradients were derived for."""
-    import functools
-
-    from flows import nn as flows_nn
-    from mbrl.agents import networks
-
-    monkeypatch.setattr(networks, "mlp", functools.partial(networks.mlp, act=nn.Tanh))
-    original = flows_nn.EnsembleMLP.__init__
-
-    def tanh_mlp(self: nn.Module, *args: object, **kwargs: object) -> None:
-        kwargs["act"] = nn.Tanh
-        original(self, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(flows_nn.EnsembleMLP, "__init__", tanh_mlp)
-    assert not SAC(OBS, ACT, SACConfig(hidden_sizes=[16])).handwritten
-    with pytest.raises(ValueError, match="networks that differ"):
-        SAC(OBS, ACT, SACConfig(hidden_sizes=[16], grads="handwritten"))
+@pytest.mark.parametrize("compile", [False, True])
+def test_critics_of_another_shape_train(compile: bool) -> None:
+    """A 5-atom critic head, chosen by overriding ``build_critic``: the update trains it, and
+    its gradients are autograd's on SAC's losses computed here from copies of the nets."""
+    cfg = SACConfig(hidden_sizes=[16, 16])
+    torch.manual_seed(0)
+    sac = AtomSAC(OBS, ACT, cfg, compile=compile)
+    torch.manual_seed(0)
+    ref = AtomSAC(OBS, ACT, cfg)  # the same initial weights
+    assert sac.critic.net.last.out_dim == 5
+    b = _batch()
+    sac.update(b, torch.Generator().manual_seed(3))
+    noise = torch.randn((2, B, ACT), generator=torch.Generator().manual_seed(3))
+    y = ref.target_q(b["rew"], b["next_obs"], b["terminated"], torch.tensor(1.0), noise[1])
+    loss = 0.5 * (ref.critic(b["obs"], b["act"]) - y).square().mean(1).sum()
+    critic = ref.critic
+    expected = torch.autograd.grad(loss, list(critic.parameters()))
+    for p, e in zip(sac.critic.parameters(), expected, strict=True):
+        assert p.grad is not None
+        torch.testing.assert_close(p.grad, e, rtol=1e-4, atol=1e-5)

@@ -164,11 +164,13 @@ def test_every_env_trains(env: str, tmp_path: str) -> None:
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-@pytest.mark.parametrize("amp", ["off", "bf16", "fp16"])
-def test_cuda_run_and_resume(amp: str, tmp_path: str) -> None:
+@pytest.mark.parametrize("amp,compile", [("off", "false"), ("bf16", "true"), ("fp16", "true")])
+def test_cuda_run_and_resume(amp: str, compile: str, tmp_path: str) -> None:
+    """compile=true: graphed SAC blocks and fit steps (fp16: compiled, not graphed)."""
     run = os.path.join(tmp_path, "run")
-    Trainer(tiny_config(total_steps=200, device="cuda", amp=amp), run).run()
-    Trainer(tiny_config(total_steps=300, device="cuda", amp=amp, resume=run), run).run()
+    kw = {"device": "cuda", "amp": amp, "compile": compile}
+    Trainer(tiny_config(total_steps=200, **kw), run).run()
+    Trainer(tiny_config(total_steps=300, resume=run, **kw), run).run()
     state = load(os.path.join(run, "ckpt", "last.pt"))
     assert state["step"] == 300 and state["buffers"]["real"]["data"]["obs"].is_cpu
 

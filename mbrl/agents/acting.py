@@ -3,7 +3,10 @@
 On a GPU, acting on the training device reads one action back per env step, which waits for
 every update queued before it. A CPU copy of the actor, refreshed every ``sync_every`` env
 steps, acts without touching the GPU in between, so the host steps the env while the GPU runs
-the queued updates. On a CPU the two are the same thing and no copy is made.
+the queued updates. The refresh itself does not wait either: the weights are copied
+(non-blocking) into pinned host memory behind the queued work, and swapped into the copy at
+the next action, by which time the GPU is already working on later updates. On a CPU the two
+are the same thing and no copy is made.
 """
 
 from __future__ import annotations
@@ -32,8 +35,14 @@ class ActingPolicy:
         agent's device; True on one device is for tests of the refresh schedule)."""
         self.agent, self.device, self.sync_every = agent, device, sync_every
         self.copy: Actor | None = None
+        self._staged: list[Tensor] = []  # pinned host copies of the weights, in flight
+        self._ready: torch.cuda.Event | None = None  # set while a staged copy is in flight
         if separate or (separate is None and device != agent.device):
             self.copy = copy.deepcopy(agent.actor).to(device).requires_grad_(False)
+            if agent.device.type == "cuda" and device.type == "cpu":
+                self._staged = [
+                    torch.empty_like(p, device="cpu").pin_memory() for p in self.copy.parameters()
+                ]
         self._since_sync = 0
 
     @torch.no_grad()
@@ -41,6 +50,7 @@ class ActingPolicy:
         """obs [B, obs_dim] on ``self.device`` -> actions [B, act_dim] on ``self.device``."""
         if self.copy is None:
             return self.agent.act(obs, deterministic, generator)
+        self._swap_in()
         return self.copy.act(obs, deterministic, generator)
 
     def step(self, env_steps: int = 1) -> None:
@@ -50,24 +60,43 @@ class ActingPolicy:
         if self._since_sync >= self.sync_every:
             self.sync()
 
+    @torch.no_grad()
     def sync(self) -> None:
-        """Copy the training actor's weights now (a device-to-host copy on a GPU)."""
+        """Refresh the copy with the training actor's weights as of now (the work queued so
+        far): at once on one device, at the next action from a GPU."""
         self._since_sync = 0
-        if self.copy is not None:
-            with torch.no_grad():
-                for dst, src in zip(
-                    self.copy.parameters(), self.agent.actor.parameters(), strict=True
-                ):
-                    dst.copy_(src)
+        if self.copy is None:
+            return
+        sources = list(self.agent.actor.parameters())
+        if not self._staged:
+            for param, src in zip(self.copy.parameters(), sources, strict=True):
+                param.copy_(src)
+            return
+        for staged, src in zip(self._staged, sources, strict=True):
+            staged.copy_(src, non_blocking=True)
+        self._ready = torch.cuda.Event()
+        self._ready.record()
+
+    @torch.no_grad()
+    def _swap_in(self) -> None:
+        """Put the staged weights into the copy, once their transfer is done."""
+        if self._ready is None or self.copy is None:
+            return
+        self._ready.synchronize()  # the transfer only, queued behind earlier updates
+        for param, staged in zip(self.copy.parameters(), self._staged, strict=True):
+            param.copy_(staged)
+        self._ready = None
 
     def state_dict(self) -> dict[str, Any]:
         # The (possibly stale) copy is part of the run's state: a resumed run acts as the
         # uninterrupted one would.
+        self._swap_in()  # (a refresh in flight is what the next action would use)
         weights = None if self.copy is None else self.copy.state_dict()
         return {"since_sync": self._since_sync, "weights": weights}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self._since_sync = state["since_sync"]
+        self._ready = None
         if self.copy is not None and state["weights"] is not None:
             self.copy.load_state_dict(state["weights"])
         elif self.copy is not None:

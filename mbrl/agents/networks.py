@@ -1,6 +1,7 @@
 """SAC's networks: the tanh-Gaussian actor and the twin critics (one batched module). Plain
 modules run by their ``forward``; under AMP the hidden layers run in bf16/fp16 and the output
-heads in fp32."""
+heads in fp32. Hidden activations are ReLU (softlearning's default), as ``flows.nn.ReLU``:
+the same function and gradient, with a backward that compiles well."""
 
 from __future__ import annotations
 
@@ -11,14 +12,14 @@ import torch
 from torch import Tensor, nn
 from torch.func import functional_call
 
-from flows.nn import EnsembleLinear, EnsembleMLP, fp32, full
+from flows.nn import EnsembleLinear, EnsembleMLP, ReLU, fp32, full
 from mbrl.config import SACConfig
 
 _LOG2 = math.log(2.0)
 
 
 def mlp(
-    in_dim: int, hidden: Sequence[int], out_dim: int, act: type[nn.Module] = nn.ReLU
+    in_dim: int, hidden: Sequence[int], out_dim: int, act: type[nn.Module] = ReLU
 ) -> nn.Sequential:
     """``in -> hidden... -> out`` with ``act`` between layers and a linear output."""
     layers: list[nn.Module] = []
@@ -92,7 +93,7 @@ class TwinQ(nn.Module):
 
     def __init__(self, obs_dim: int, act_dim: int, cfg: SACConfig) -> None:
         super().__init__()
-        self.net = EnsembleMLP(2, obs_dim + act_dim, cfg.hidden_sizes, 1, act=nn.ReLU)
+        self.net = EnsembleMLP(2, obs_dim + act_dim, cfg.hidden_sizes, 1, act=ReLU)
 
     def forward(self, obs: Tensor, act: Tensor, frozen: bool = False) -> Tensor:
         """``frozen``: the weights as constants, so gradients reach only ``act`` (and ``obs``):

@@ -7,18 +7,17 @@ parameters and makes one optimizer step, as softlearning runs the critic, policy
 training ops together; the actor's loss sees the critics' weights as constants, so each loss
 moves only its own parameters.
 
-To change a loss, override or edit its method: the update then runs through autograd. The
-hand-written gradients in ``mbrl/fastpath/sac_grads.py`` are a fast path for these exact
-losses, used only while none of them is changed (``agent.grads=auto``: on a CPU, where it is
-measured faster).
+These losses are what runs, on every device. To change one, override or edit its method: the
+update trains through autograd whatever the shapes. Speed comes from the compiler
+(``compile=True``: ``torch.compile`` of :meth:`SAC.losses`, forward and backward), and on a
+GPU from one CUDA graph per env step's G updates (``mbrl.agents.updates``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
+import copy
 import math
-from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -26,21 +25,16 @@ import torch
 from torch import Tensor
 
 from mbrl.agents.networks import Actor, TwinQ
+from mbrl.compiled import Compiled
 from mbrl.config import SACConfig
-from mbrl.fastpath.adam_step import FusedAdamStep, direct_adam_supported
-from mbrl.fastpath.sac_grads import joint_grads
-from mbrl.fastpath.workspace import Fresh, Workspace
-from mbrl.optim import GuardedStep, adam
+from mbrl.optim import AMP_DTYPES, GuardedStep, adam
 
 METRICS = ("q_loss", "actor_loss", "alpha_loss", "alpha", "q_mean", "entropy")
-# The methods the hand-written gradients implement: a subclass that overrides one of them
-# trains through autograd.
-LOSS_METHODS = ("losses", "critic_loss", "target_q", "actor_loss", "alpha_loss")
 
 
 class SAC:
-    """The agent: networks, the optimizer and the update step. ``compile=True`` runs the
-    losses (and gradients) through ``torch.compile``; on CUDA with CUDA-graph capture."""
+    """The agent: networks, the optimizer and the update step. ``compile=True`` runs
+    :meth:`losses` (and its backward) through ``torch.compile``, eager if compiling fails."""
 
     def __init__(
         self,
@@ -52,10 +46,11 @@ class SAC:
         compile: bool = False,
     ) -> None:
         self.cfg, self.device, self.act_dim = cfg, torch.device(device), act_dim
+        self.obs_dim = obs_dim
         self.gamma, self.autotune = cfg.gamma, cfg.autotune
-        self.actor = Actor(obs_dim, act_dim, cfg).to(self.device)
-        self.critic = TwinQ(obs_dim, act_dim, cfg).to(self.device)
-        self.critic_target = TwinQ(obs_dim, act_dim, cfg).to(self.device)
+        self.actor = self.build_actor(obs_dim, act_dim, cfg).to(self.device)
+        self.critic = self.build_critic(obs_dim, act_dim, cfg).to(self.device)
+        self.critic_target = self.build_critic(obs_dim, act_dim, cfg).to(self.device)
         self.critic_target.load_state_dict(self.critic.state_dict())
         self.critic_target.requires_grad_(False)
         self.log_alpha = torch.tensor(
@@ -69,86 +64,36 @@ class SAC:
         if cfg.autotune:
             groups.append({"params": [self.log_alpha], "lr": cfg.alpha_lr})
         self.opt = adam(groups, cfg.actor_lr)
-        self.amp_dtype = {"off": None, "bf16": torch.bfloat16, "fp16": torch.float16}[amp]
+        self.amp_dtype = AMP_DTYPES[amp]
         # fp16 gradients underflow without loss scaling; bf16 has fp32's exponent range.
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=amp == "fp16")
-        self.handwritten = self._use_handwritten(cfg.grads, amp)
-        fast_adam = self.handwritten and direct_adam_supported(self.opt)
         # A non-finite loss must not reach the weights or Adam's moments: the step is skipped.
-        self._step = GuardedStep(
-            self.opt, self.scaler, direct=FusedAdamStep(self.opt) if fast_adam else None
-        )
+        self._step = GuardedStep(self.opt, self.scaler)
         self.nonfinite_steps = self._step.skipped
         self._online: list[Tensor] = list(self.critic.parameters())
         self._target: list[Tensor] = list(self.critic_target.parameters())
-        # Reused matmul outputs pay off on a CPU; compiled graphs plan their own buffers and
-        # autocast has no out= variants.
-        reuse = self.device.type == "cpu" and self.amp_dtype is None and not compile
-        self.workspace = Workspace() if reuse else Fresh()
-        step = self.handwritten_losses if self.handwritten else self.losses
-        self._losses: Callable[..., Any] = step
-        self._graphs = compile and self.device.type == "cuda"
-        if compile:
-            # CUDA: graph capture; CPU: a C++ wrapper calls the kernels (less overhead per call).
-            how: dict[str, Any] = (
-                {"mode": "reduce-overhead"} if self._graphs else {"options": {"cpp_wrapper": True}}
-            )
-            self._losses = torch.compile(step, dynamic=False, **how)
+        # (The class's function, so that a copy of the agent runs the same compiled code.)
+        self.compiled = Compiled(type(self).losses, "the SAC update") if compile else None
 
-    def uses_own_losses(self) -> bool:
-        """Whether the losses are SAC's own (no subclass overrides one of them)."""
-        return all(getattr(type(self), m) is getattr(SAC, m) for m in LOSS_METHODS)
+    def build_actor(self, obs_dim: int, act_dim: int, cfg: SACConfig) -> Actor:
+        """The policy network (a subclass may return another one of the same interface)."""
+        return Actor(obs_dim, act_dim, cfg)
 
-    def _use_handwritten(self, grads: str, amp: str) -> bool:
-        """``agent.grads``: auto (hand-written on a CPU while they compute the losses defined
-        here, else autograd) | handwritten | autograd."""
-        if grads == "autograd" or (grads == "auto" and self.device.type != "cpu"):
-            return False
-        why = ""
-        if amp == "fp16":  # fp16's loss scaling lives in autograd's backward
-            why = "amp=fp16"
-        elif not self.uses_own_losses():
-            why = f"{type(self).__name__}'s changed losses"
-        elif not self.fast_path_agrees():
-            why = "losses or networks that differ from the ones the gradients were derived for"
-        if why and grads == "handwritten":
-            raise ValueError(
-                f"agent.grads=handwritten cannot run with {why}: the hand-written gradients "
-                "are those of SAC's own losses and networks; use agent.grads=auto or autograd"
-            )
-        if why and self.uses_own_losses() and amp != "fp16":
-            logging.getLogger(__name__).warning(
-                "agent.grads=auto: the hand-written SAC gradients disagree with autograd on the "
-                "losses and networks as defined now (edited?); training through autograd"
-            )
-        return not why
+    def build_critic(self, obs_dim: int, act_dim: int, cfg: SACConfig) -> TwinQ:
+        """The twin critics, also used for their target copy: (obs, act) -> q [2, B]."""
+        return TwinQ(obs_dim, act_dim, cfg)
 
-    def fast_path_agrees(self) -> bool:
-        """Whether the hand-written gradients equal autograd's on the losses and networks as
-        defined now, on one small random batch (fp32): an edited loss or network, which a
-        subclass check cannot see, turns the fast path off."""
-        g = torch.Generator(device=self.device).manual_seed(0)
-        obs_dim, n = self.actor.linears[0].in_features, 16
-
-        def rand(*shape: int) -> Tensor:
-            return torch.randn(shape, generator=g, device=self.device)
-
-        term = torch.rand(n, generator=g, device=self.device) < 0.3
-        args = (rand(n, obs_dim), rand(n, self.act_dim).tanh(), rand(n), rand(n, obs_dim), term)
-        noise = rand(2, n, self.act_dim)
-        dtype, self.amp_dtype = self.amp_dtype, None  # (the check runs in fp32)
-        try:
-            out, grads = joint_grads(self, Fresh(), *args, noise)
-            params = [p for group in self.opt.param_groups for p in group["params"]]
-            with torch.enable_grad():  # (SAC may be built under no_grad)
-                ref = self.losses(*args, noise)
-                want = torch.autograd.grad(ref[0] + ref[1] + ref[2], params, allow_unused=True)
-        finally:
-            self.amp_dtype = dtype
-        close = [torch.allclose(a, b.detach(), 1e-3, 1e-5) for a, b in zip(out, ref, strict=True)]
-        for got, exp in zip(grads, want, strict=True):
-            close.append(exp is not None and torch.allclose(got, exp, 1e-3, 1e-5))
-        return all(close)
+    def warm_up(self) -> Compiled | None:
+        """Compile now, on a copy of the agent and a random batch (the agent itself is left
+        as it was): the first real update then reuses the compiled code. Returns the
+        :class:`Compiled` (its ``seconds`` and ``failure``), or None when not compiling."""
+        if self.compiled is None:
+            return None
+        twin = copy.deepcopy(self)  # (its compiled losses are this agent's)
+        gen = torch.Generator(device=self.device).manual_seed(0)
+        batch = random_batch(twin, self.cfg.batch_size, gen)
+        self.compiled.warm_up(lambda: twin.update(batch, gen))
+        return self.compiled
 
     def autocast(self) -> AbstractContextManager[Any]:
         """bf16/fp16 autocast for the hidden layers under AMP (a no-op without it)."""
@@ -165,20 +110,18 @@ class SAC:
     def update(
         self, batch: dict[str, Tensor], generator: torch.Generator | None
     ) -> dict[str, Tensor]:
-        """One gradient step on critics, actor and alpha. Returns detached scalar tensors."""
+        """One gradient step on critics, actor and alpha. Returns detached scalar tensors
+        (the same tensors a CUDA graph's replays overwrite: copy them to keep them)."""
         obs = batch["obs"]
-        if self._graphs:  # each update is one step of the CUDA-graph tree
-            torch.compiler.cudagraph_mark_step_begin()
         # noise[0] reparameterises the actor's loss, noise[1] the bootstrap target's action.
         noise = torch.randn((2, obs.shape[0], self.act_dim), generator=generator, device=obs.device)
         args = (obs, batch["act"], batch["rew"], batch["next_obs"], batch["terminated"], noise)
-        out, grads = self._losses(*args) if self.handwritten else (self._losses(*args), None)
-        self._step(out[0] + out[1] + out[2], grads)
-        # Polyak averaging in place: target <- target + tau * (online - target).
-        torch._foreach_lerp_(self._target, self._online, self.cfg.tau)
-        # (Graph outputs are overwritten by the next replay: metrics kept past it are copies.)
-        keep = Tensor.clone if self._graphs else Tensor.detach
-        metrics = {k: keep(v.detach()) for k, v in zip(METRICS, out, strict=True)}
+        out = self.losses(*args) if self.compiled is None else self.compiled(self, *args)
+        self._step(out[0] + out[1] + out[2])
+        with torch.no_grad():  # Polyak averaging in place: target += tau * (online - target)
+            for target, online in zip(self._target, self._online, strict=True):
+                target.lerp_(online, self.cfg.tau)
+        metrics = {k: v.detach() for k, v in zip(METRICS, out, strict=True)}
         metrics["nonfinite_steps"] = self.nonfinite_steps
         return metrics
 
@@ -235,12 +178,6 @@ class SAC:
         """-mean(log_alpha * (log pi + target_entropy)), log pi held constant."""
         return -(self.log_alpha * (log_prob + self.target_entropy)).mean()
 
-    def handwritten_losses(
-        self, obs: Tensor, act: Tensor, rew: Tensor, next_obs: Tensor, term: Tensor, noise: Tensor
-    ) -> tuple[tuple[Tensor, ...], list[Tensor]]:
-        """``losses``' values and the gradients of their sum, by hand (the fast path)."""
-        return joint_grads(self, self.workspace, obs, act, rew, next_obs, term, noise)
-
     # --- state ----------------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
@@ -261,6 +198,21 @@ class SAC:
         with torch.no_grad():
             self.log_alpha.copy_(state["log_alpha"])
         self.opt.load_state_dict(state["opt"])
-        self._step.sync()
         self.scaler.load_state_dict(state["scaler"])
         self.nonfinite_steps.copy_(state["nonfinite_steps"])
+
+
+def random_batch(agent: SAC, n: int, generator: torch.Generator) -> dict[str, Tensor]:
+    """A batch of ``n`` random transitions of the agent's sizes (for warm-ups and checks)."""
+    dev, o, a = agent.device, agent.obs_dim, agent.act_dim
+
+    def rand(*shape: int) -> Tensor:
+        return torch.randn(shape, generator=generator, device=dev)
+
+    return {
+        "obs": rand(n, o),
+        "act": rand(n, a).tanh(),
+        "rew": rand(n),
+        "next_obs": rand(n, o),
+        "terminated": rand(n) > 1.0,
+    }

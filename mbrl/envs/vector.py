@@ -8,6 +8,7 @@ when the copies live in worker processes (``get_attr`` / ``set_attr`` reach them
 from __future__ import annotations
 
 import functools
+import multiprocessing as mp
 import os
 from typing import Any
 
@@ -20,6 +21,7 @@ from mbrl.envs.make import get_env_state, make_env, set_env_state
 VectorEnvs = SyncVectorEnv | AsyncVectorEnv  # both reach their copies' attributes
 
 ASYNC_FROM = 4  # `auto` runs copies in worker processes from this many on (see resolve_vector)
+WORKER_START = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
 
 
 class ExactState(gym.Wrapper):
@@ -67,7 +69,11 @@ def make_vector_env(
     if mode == "sync":
         return SyncVectorEnv(fns, autoreset_mode=autoreset)
     if mode == "async":
-        return AsyncVectorEnv(fns, shared_memory=True, autoreset_mode=autoreset)
+        # forkserver: a worker forked from this process after CUDA was initialised would
+        # inherit a CUDA context it cannot use.
+        return AsyncVectorEnv(
+            fns, shared_memory=True, autoreset_mode=autoreset, context=WORKER_START
+        )
     raise ValueError(f"vector mode {mode!r} is not allowed; choose sync or async")
 
 

@@ -43,6 +43,13 @@ def build_density(dim: int, context_dim: int, cfg: ModelConfig) -> nn.Module:
     )
 
 
+def weighted_mean(values: Tensor, weight: Tensor | None) -> Tensor:
+    """Mean over dim 1 of ``values`` [E, b], over the rows of weight 1 (all rows: None)."""
+    if weight is None:
+        return values.mean(dim=1)
+    return (values * weight).sum(dim=1) / weight.sum(dim=1)
+
+
 class DynamicsModel(nn.Module):
     """p([s' - s, r] | s, a) for E members. Inputs are standardised inside; targets too when
     ``cfg.normalize_targets`` (the flow), else they stay raw (MBPO's Gaussian ensemble)."""
@@ -78,13 +85,14 @@ class DynamicsModel(nn.Module):
         out: Distribution = self.density(x, members)
         return out
 
-    def loss(self, x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
+    def loss(self, x: Tensor, y: Tensor, weight: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """The training loss on a minibatch ``x`` [E, b, C], ``y`` [E, b, D] (model units), and
         a per-member train metric [E]: MBPO's loss for the Gaussian ensemble, the mean
-        negative log-likelihood for the flow."""
+        negative log-likelihood for the flow. ``weight`` [E, b]: 1 for a row, 0 for padding
+        (means are over the weighted rows); None: all rows."""
         if isinstance(self.density, GaussianEnsemble):
-            return self.density.mbpo_loss(x, y)
-        nll = -self.dist(x).log_prob(y).mean(dim=1)
+            return self.density.mbpo_loss(x, y, weight)
+        nll = -weighted_mean(self.dist(x).log_prob(y), weight)
         return nll.sum(), nll
 
     @torch.no_grad()

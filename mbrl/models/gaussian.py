@@ -80,12 +80,19 @@ class GaussianEnsemble(nn.Module):
         logvar = lo + nn.functional.softplus(logvar - lo)
         return GaussianDistribution(mean, logvar)
 
-    def mbpo_loss(self, context: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
-        """bnn.py's training loss on a minibatch ``context`` [E, b, C], ``y`` [E, b, D].
+    def mbpo_loss(
+        self, context: Tensor, y: Tensor, weight: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """bnn.py's training loss on a minibatch ``context`` [E, b, C], ``y`` [E, b, D]; the
+        mean over rows is over those of ``weight`` [E, b] 1 (padding rows: 0), if given.
 
         Returns (the loss to minimise, the per-member Gaussian term [E])."""
         dist = self(context)
-        per_member = ((dist.mean - y).square() * torch.exp(-dist.logvar) + dist.logvar).mean((1, 2))
+        per_row = ((dist.mean - y).square() * torch.exp(-dist.logvar) + dist.logvar).mean(-1)
+        if weight is None:
+            per_member = per_row.mean(1)
+        else:
+            per_member = (per_row * weight).sum(1) / weight.sum(1)
         decay = torch.zeros((), device=y.device)
         for coef, layer in zip(self.l2, self.linears, strict=bool(self.l2)):
             decay = decay + coef * 0.5 * layer.weight.square().sum()  # tf.nn.l2_loss

@@ -5,7 +5,9 @@ to their best epoch, elites re-scored on the holdout rows after the restore; opt
 epochs and seconds. The holdout score is MSE (MBPO) or NLL (``model.select_by``).
 
 Inside an epoch nothing is read back to the host; the early-stopping decision reads one small
-tensor per epoch.
+tensor per epoch. Every minibatch step has the same shapes (the last, partial minibatch of an
+epoch is padded with rows of weight 0, so it trains on bnn.py's rows with bnn.py's mean): with
+``compile`` the step is one compiled graph, and on CUDA with ``graphs`` one CUDA graph replay.
 """
 
 from __future__ import annotations
@@ -18,9 +20,11 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from mbrl.compiled import Compiled
 from mbrl.config import ModelConfig
 from mbrl.models.dynamics import DynamicsModel, build_density
-from mbrl.optim import GuardedStep, adam
+from mbrl.models.fit_step import FitStep, minibatches
+from mbrl.optim import AMP_DTYPES, GuardedStep, adam
 from mbrl.runtime import distributed
 
 EpochHook = Callable[[int, float], None]  # (epoch, mean best holdout score) after each epoch
@@ -39,8 +43,15 @@ def _finite_rows(inputs: Tensor, target: Tensor) -> tuple[Tensor, Tensor, int]:
 
 class ModelTrainer:
     def __init__(
-        self, model: DynamicsModel, cfg: ModelConfig, amp: str = "off", compile: bool = False
+        self,
+        model: DynamicsModel,
+        cfg: ModelConfig,
+        amp: str = "off",
+        compile: bool = False,
+        graphs: bool = False,
     ) -> None:
+        """``compile``: the minibatch loss (and its backward) through torch.compile;
+        ``graphs`` (CUDA): each minibatch step as one CUDA graph replay."""
         self.model, self.cfg = model, cfg
         shared = getattr(model.density, "shared", ())
         # Best-epoch snapshots cover the per-member parameters; shared ones keep their last value.
@@ -48,15 +59,18 @@ class ModelTrainer:
         if any(p.shape[0] != cfg.members for p in self._members):
             raise ValueError("every per-member density parameter needs a leading member dim")
         self.opt = adam(model.density.parameters(), cfg.lr, cfg.decoupled_decay, decoupled=True)
-        self.amp_dtype = {"off": None, "bf16": torch.bfloat16, "fp16": torch.float16}[amp]
+        self.amp_dtype = AMP_DTYPES[amp]
         self.scaler = torch.amp.GradScaler(model.device.type, enabled=amp == "fp16")
         self._step = GuardedStep(self.opt, self.scaler)  # a non-finite batch is skipped
         self.fits = 0
         self.reinits = 0  # fresh starts after non-finite weights, all fits so far
         self._train_rows = 0
-        self._loss: Callable[[Tensor, Tensor], tuple[Tensor, Tensor]] = self._batch_loss
-        if compile:  # the last minibatch's size changes with the data: shapes may vary
-            self._loss = torch.compile(self._batch_loss, dynamic=None)
+        # One optimizer step per minibatch: eager, compiled, or one CUDA graph replay.
+        self.step = FitStep(model, self._step, self._autocast, compile, graphs)
+
+    def warm_up(self) -> Compiled | None:
+        """Compile the minibatch step now (on copies; see :meth:`FitStep.warm_up`)."""
+        return self.step.warm_up(self.cfg.members, self.cfg.batch_size)
 
     def _autocast(self) -> torch.autocast:
         dev = self.model.elites.device.type
@@ -137,6 +151,7 @@ class ModelTrainer:
         fresh = build_density(self.model.density_dim, self.model.context_dim, self.cfg)
         self.model.density.load_state_dict(fresh.to(self.model.device).state_dict())
         self.opt.state.clear()
+        self.step.reset()  # (a capture holds the old optimizer state)
         self.reinits += 1
         logging.getLogger(__name__).warning(
             "model weights were not finite: the dynamics model starts afresh (reinit %d)",
@@ -151,25 +166,18 @@ class ModelTrainer:
         return perm[n_hold:], perm[:n_hold]
 
     def _epoch(self, x: Tensor, y: Tensor, boot: Tensor, gen: torch.Generator) -> Tensor:
-        """One pass over each member's bootstrap sample; returns the mean per-member train
-        metric [()] (the flow's NLL, the Gaussian's MBPO loss term)."""
+        """One pass over each member's bootstrap sample, in minibatches of ``batch_size``;
+        returns the mean per-member train metric [()] (the flow's NLL, the Gaussian's MBPO
+        loss term)."""
         e, n = boot.shape
         order = boot.gather(1, torch.argsort(torch.rand(e, n, generator=gen, device=x.device), 1))
-        total = torch.zeros((), device=x.device)
-        steps = 0
         b = self.cfg.batch_size
-        for i in range(0, distributed.min_int(-(-n // b)) * b, b):  # ranks take equal steps
-            idx = order[:, i : i + b]  # [E, b]
-            loss, nll = self._loss(x[idx], y[idx])
-            self._step(loss)
-            total = total + nll.detach().mean()
-            steps += 1
+        steps = distributed.min_int(-(-n // b))  # ranks take equal steps
+        idx, weight = minibatches(order, b, steps)
+        total = torch.zeros((), device=x.device)
+        for i in range(steps):
+            total = total + self.step(x, y, idx[i], weight[i])
         return total / max(steps, 1)
-
-    def _batch_loss(self, xb: Tensor, yb: Tensor) -> tuple[Tensor, Tensor]:
-        """The model's loss on one minibatch [E, b, ...] and its per-member term [E]."""
-        with self._autocast():
-            return self.model.loss(xb, yb)
 
     @torch.no_grad()
     def holdout_score(self, x: Tensor, y: Tensor, criterion: str | None = None) -> Tensor:
@@ -247,6 +255,7 @@ class ModelTrainer:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.opt.load_state_dict(state["opt"])
+        self.step.reset()  # (a capture would hold the replaced optimizer state)
         self.scaler.load_state_dict(state["scaler"])
         self.fits = state["fits"]
         self.reinits = state.get("reinits", 0)

@@ -91,6 +91,19 @@ def check_world(cfg: Config, world: int) -> None:
             )
     if cfg.profile.enabled:
         raise ConfigError("profile=true runs in one process; start it without torchrun")
+    check_gpus(cfg.device, int(os.environ.get("LOCAL_WORLD_SIZE", world)))
+
+
+def check_gpus(device: str, local_ranks: int, gpus: int | None = None) -> None:
+    """On GPUs each local rank takes one: more ranks than GPUs is refused before work starts."""
+    gpus = torch.cuda.device_count() if gpus is None else gpus
+    if device == "cpu" or (device == "auto" and gpus == 0) or local_ranks <= gpus:
+        return
+    raise ConfigError(
+        f"torchrun started {local_ranks} processes on this machine but torch sees {gpus} "
+        f"GPU{'s' if gpus != 1 else ''}: each process trains on its own GPU. Start at most "
+        f"{gpus} (torchrun --nproc_per_node={gpus}), or train on the CPU (device=cpu)"
+    )
 
 
 def rank_config(cfg: Config, world: int) -> Config:

@@ -9,11 +9,13 @@ from typing import Protocol
 
 import torch
 
+from mbrl.compiled import Compiled
 from mbrl.config import Config
 from mbrl.envs import env_spec
 from mbrl.envs.vector import resolve_vector
 from mbrl.runtime.memory import buffer_bytes
 from mbrl.runtime.progress import duration, episodes, megabytes, start_block
+from mbrl.runtime.speed import CompileChoice
 from mbrl.runtime.timer import PhaseTimer
 
 
@@ -24,7 +26,10 @@ class Run(Protocol):
     world: int  # processes of the run (torchrun)
     run_dir: str
     device: torch.device
-    amp: str
+    amp: str  # SAC's
+    model_amp: str
+    compiling: CompileChoice
+    compiled: dict[str, Compiled]  # what was compiled: warm-up time, failure
     dims: tuple[int, int]
     resumed_at: int | None
     timer: PhaseTimer
@@ -46,15 +51,27 @@ def _what(t: Run) -> str:
     return f"MBPO + {cfg.model.name} model ({cfg.model.members} members, {cfg.model.elites} elites)"
 
 
+def compile_line(t: Run) -> str:
+    """Whether the run compiles, why, and how long compiling took (or why it failed)."""
+    line = t.compiling.why
+    done = []
+    for name, c in t.compiled.items():
+        failed = f" (failed, runs eagerly: {c.failure})" if c.failure else ""
+        done.append(f"{name} {c.seconds or 0.0:.1f} s{failed}")
+    return f"{line}; warm-up {', '.join(done)}" if done else line
+
+
 def start_text(t: Run) -> str:
     cfg = t.cfg
     obs_dim, act_dim = t.dims
     real, pool = buffer_bytes(cfg, obs_dim, act_dim)
     memory = f"real buffer {megabytes(real)}" + (f", model pool {megabytes(pool)}" if pool else "")
+    amp = t.amp if t.amp == t.model_amp else f"SAC {t.amp}, model {t.model_amp}"
     lines = {
         "run folder": t.run_dir,
-        "device": f"{t.device} (amp {t.amp}, compile {str(cfg.compile).lower()}, "
+        "device": f"{t.device} (amp {amp}, "
         f"{cfg.threads or 'default'} torch thread{'s' if cfg.threads != 1 else ''})",
+        "compile": compile_line(t),
         "steps": f"{t.env_steps} -> {cfg.total_steps} (random until {cfg.algorithm.init_steps}; "
         f"eval every {cfg.eval.every} steps, {episodes(cfg.eval.episodes)})",
         "memory": memory,

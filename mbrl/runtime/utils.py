@@ -17,19 +17,6 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def resolve_amp(amp: str, device: torch.device) -> str:
-    """``auto`` -> bf16 on a CUDA device with bf16 support, else off.
-
-    CPUs without bf16 matrix units run bf16 autocast slower than fp32 (docs/benchmarks.md), so
-    CPUs train in fp32 unless asked otherwise.
-    """
-    if amp != "auto":
-        return amp
-    if device.type == "cuda" and torch.cuda.is_bf16_supported():
-        return "bf16"
-    return "off"
-
-
 def configure_cpu(threads: int, flush_denormal: bool) -> None:
     """Intra-op threads per process, and whether denormal floats are flushed to zero.
 

@@ -16,8 +16,8 @@ from mbrl.config import (
     ACT_DEVICES,
     ALGORITHMS,
     AMP_MODES,
+    COMPILE_MODES,
     DEVICES,
-    GRADS,
     MODELS,
     REWARDER_MODES,
     SELECT_BY,
@@ -46,6 +46,8 @@ def _check_ranges(c: Config) -> None:
     _choice("algorithm", c.algorithm.name, ALGORITHMS)
     _choice("device", c.device, DEVICES)
     _choice("amp", c.amp, AMP_MODES)
+    c.compile = str(c.compile).lower()  # (hydra reads compile=true as a bool)
+    _choice("compile", c.compile, COMPILE_MODES)
     if c.device == "cuda" and not torch.cuda.is_available():
         raise ConfigError(
             "device='cuda' is not allowed: torch sees no CUDA device; use auto or cpu"
@@ -150,7 +152,6 @@ def _check_mbpo(c: Config) -> None:
 def _check_agent(a: SACConfig) -> None:
     _at_least("agent.batch_size", a.batch_size, 1, "a positive integer")
     _choice("agent.act_device", a.act_device, ACT_DEVICES)
-    _choice("agent.grads", a.grads, GRADS)
     _at_least("agent.act_sync_every", a.act_sync_every, 1, "a positive number of env steps")
     if not a.hidden_sizes or min(a.hidden_sizes) < 1:
         raise ConfigError(f"agent.hidden_sizes={a.hidden_sizes!r}: need one or more widths >= 1")

@@ -15,7 +15,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch.utils.flop_counter import FlopCounterMode
 
 from mbrl.agents import SAC, ActingPolicy, resolve_act_device
 from mbrl.buffer import ReplayBuffer, transition_fields
@@ -23,7 +22,7 @@ from mbrl.collector import Collector
 from mbrl.config import ModelConfig, SACConfig
 from mbrl.envs import env_spec, make_env
 from mbrl.envs.vector import make_vector_env
-from mbrl.models import DynamicsModel, ModelTrainer
+from mbrl.models import DynamicsModel
 from mbrl.rollout import rollout
 from mbrl.runtime.staging import HostStager
 
@@ -73,7 +72,7 @@ class Bench:
         return times
 
 
-def _gemm(n: int, device: torch.device) -> tuple[Callable[[], None], float]:
+def gemm_block(n: int, device: torch.device) -> tuple[Callable[[], None], float]:
     """A block of n x n x n matmuls (about 2 GFLOP) and its FLOP count."""
     x = torch.randn(n, n, device=device)
     y = torch.randn(n, n, device=device)
@@ -88,7 +87,7 @@ def _gemm(n: int, device: torch.device) -> tuple[Callable[[], None], float]:
 
 def gemm_flops(b: Bench, n: int) -> float:
     """Measured matmul throughput (FLOP/s) for an n x n x n product."""
-    run, flops = _gemm(n, b.device)
+    run, flops = gemm_block(n, b.device)
     return flops / b.median(run)
 
 
@@ -101,93 +100,6 @@ def _batch(n: int, device: torch.device) -> dict[str, torch.Tensor]:
         "terminated": torch.zeros(n, dtype=torch.bool, device=device),
         "truncated": torch.zeros(n, dtype=torch.bool, device=device),
     }
-
-
-def sac_update(
-    b: Bench,
-    amp: str,
-    compile: bool = False,
-    grads: str = "auto",
-    batch_size: int = 256,
-    updates: int = 10,
-) -> dict[str, float]:
-    """``sac_updates`` for one setting."""
-    variant = {"amp": amp, "compile": compile, "grads": grads}
-    return sac_updates(b, {"one": variant}, batch_size, updates)["one"]
-
-
-def sac_updates(
-    b: Bench, variants: dict[str, dict[str, Any]], batch_size: int = 256, updates: int = 10
-) -> dict[str, dict[str, float]]:
-    """Per setting (``amp``, ``compile``, ``grads``): SAC updates/s (Hopper sizes, 256 x 256
-    networks), the FLOPs of one update, and its FLOP rate as a share of the GEMM rate (256
-    and 1024 cubes, the faster one counts). All settings and the two GEMM blocks (~15 ms
-    each) take turns within each of at least 20 rounds of ``updates`` updates; medians over
-    the rounds. A shared machine's matmul rate swings by 2x within seconds: short rounds pair
-    each SAC block with GEMM blocks timed right after it, and the settings with each other
-    (``time_vs_first``: the median per-round ratio of a setting's time to the first's)."""
-    batch, gen = _batch(batch_size, b.device), torch.Generator(device=b.device).manual_seed(0)
-    runs: dict[str, Callable[[], None]] = {}
-    out: dict[str, dict[str, float]] = {}
-    for name, v in variants.items():
-        cfg = SACConfig(batch_size=batch_size, grads=v.get("grads", "auto"))
-        sac = SAC(OBS, ACT, cfg, b.device, v["amp"], v.get("compile", False))
-        t0 = time.perf_counter()
-        sac.update(batch, gen)  # (compiles, when asked to)
-        first = time.perf_counter() - t0
-        counted = SAC(OBS, ACT, cfg, b.device, v["amp"])  # (its start-up check not counted)
-        with FlopCounterMode(display=False) as counter:
-            counted.update(batch, gen)
-        out[name] = {"flops_per_update": float(counter.get_total_flops()), "first_update_s": first}
-        runs[name] = partial(_updates, sac, batch, gen, updates)
-    g256, f256 = _gemm(256, b.device)
-    g1024, f1024 = _gemm(1024, b.device)
-    t = b.side_by_side({**runs, "g256": g256, "g1024": g1024}, max(4 * b.repeats, 20))
-    gemm = [max(f256 / a, f1024 / c) for a, c in zip(t["g256"], t["g1024"], strict=True)]
-    first_name = next(iter(out))
-    for name, r in out.items():
-        flops = r["flops_per_update"] * updates
-        r["updates_per_s"] = updates / statistics.median(t[name])
-        r["flop_per_s"] = r["flops_per_update"] * r["updates_per_s"]
-        r["share_of_gemm"] = statistics.median(
-            flops / s / g for s, g in zip(t[name], gemm, strict=True)
-        )
-        # Paired per round against the first setting: robust to the machine's swings.
-        r["time_vs_first"] = statistics.median(
-            s / f for s, f in zip(t[name], t[first_name], strict=True)
-        )
-    return out
-
-
-def _updates(sac: SAC, batch: dict[str, torch.Tensor], gen: torch.Generator, n: int) -> None:
-    for _ in range(n):
-        sac.update(batch, gen)
-
-
-def _hopper_data(n: int, device: torch.device) -> dict[str, torch.Tensor]:
-    g = torch.Generator().manual_seed(0)
-    obs = torch.randn(n, OBS, generator=g)
-    act = torch.rand(n, ACT, generator=g) * 2 - 1
-    nxt = obs + 0.1 * torch.randn(n, OBS, generator=g)
-    rew = torch.randn(n, generator=g)
-    return {
-        k: v.to(device) for k, v in {"obs": obs, "act": act, "next_obs": nxt, "rew": rew}.items()
-    }
-
-
-def model_fit(b: Bench, name: str, amp: str, rows: int = 10_000, compile: bool = False) -> float:
-    """Model-fit samples/s: one epoch over ``rows`` transitions for each of 7 members."""
-    cfg = ModelConfig(name=name)
-    model = DynamicsModel(OBS, ACT, cfg).to(b.device)
-    trainer = ModelTrainer(model, cfg, amp, compile)
-    d = _hopper_data(rows, b.device)
-    target = model.targets(d["obs"], d["next_obs"], d["rew"])
-    model.fit_normalizers(torch.cat([d["obs"], d["act"]], -1), target)
-    x = model.in_norm(torch.cat([d["obs"], d["act"]], -1))
-    y = model.out_norm(target)
-    gen = torch.Generator(device=b.device).manual_seed(0)
-    boot = torch.randint(0, rows, (cfg.members, rows), device=b.device, generator=gen)
-    return cfg.members * rows / b.median(lambda: trainer._epoch(x, y, boot, gen))
 
 
 def model_rollout(b: Bench, name: str, batch: int = 100_000) -> float:

@@ -17,14 +17,22 @@ from typing import Any
 from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
 
 from mbrl.config import Config
+from mbrl.runtime.speed import resolve_amp, resolve_compile
+from mbrl.runtime.timer import PhaseTimer
+from mbrl.runtime.utils import resolve_device
 from mbrl.trainer import Trainer
 
 PHASES = ("env", "model", "rewarder", "rollout", "sac", "eval", "log", "checkpoint", "profiler")
 
 
 def window_config(cfg: Config) -> Config:
-    """The run's config, shortened to one profiling window."""
+    """The run's config, shortened to one profiling window (compiled as the whole run would
+    be: ``compile=auto`` decides for the run, not for the window)."""
     c = copy.deepcopy(cfg)
+    if c.compile == "auto":
+        device = resolve_device(c.device)
+        amp = resolve_amp(c.amp, device, "sac")
+        c.compile = "true" if resolve_compile(c, device, 1, amp).on else "false"
     p = c.profile
     start, per_step = c.algorithm.init_steps, c.algorithm.updates_per_step
     if c.algorithm.name == "mbpo":
@@ -79,6 +87,8 @@ def run_profile(cfg: Config, run_dir: str) -> dict[str, Any]:
     out_dir = os.path.join(run_dir, "log", "profile")
     os.makedirs(out_dir, exist_ok=True)
     trainer = Trainer(wcfg, run_dir)
+    trainer.warm_up()  # compiling is not the loop: kept out of the window and its timers
+    trainer.timer = PhaseTimer(trainer.device)
     activities = [ProfilerActivity.CPU]
     if trainer.device.type == "cuda":
         activities.append(ProfilerActivity.CUDA)
@@ -111,15 +121,18 @@ def run_profile(cfg: Config, run_dir: str) -> dict[str, Any]:
                 "device": str(trainer.device),
                 "phases": rows,
                 "window": {"env_steps": wcfg.total_steps, "sac_updates": trainer.updates},
+                "compile_warmup_s": {k: c.seconds for k, c in trainer.compiled.items()},
             },
             f,
             indent=2,
         )
     with open(os.path.join(out_dir, "ops.txt"), "w", encoding="utf-8") as f:
         f.write(ops + "\n")
+    warm = "".join(f", {k} compiled in {c.seconds or 0:.1f} s" for k, c in trainer.compiled.items())
     print(
         f"\nprofiling window: {wcfg.total_steps} env steps, {trainer.updates} SAC updates, "
-        f"device {trainer.device}\n{table}\n\ntop operators by self time:\n{ops}"
+        f"device {trainer.device}{warm} (before the window)\n{table}\n\n"
+        f"top operators by self time:\n{ops}"
     )
     print(
         f"written to {out_dir}: phases.txt, phases.json, ops.txt"

@@ -1,0 +1,72 @@
+"""How a run is made fast: ``amp=auto`` per component and ``compile=auto``, each decided from
+the config and the device alone (so a resumed run decides as the original did), with the
+measurements behind each rule in docs/benchmarks.md."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from mbrl.config import Config
+
+# amp=auto, per component and device. CPUs: fp32 (bf16 autocast measured slower for SAC and
+# for model fits on the CPUs benchmarked). CUDA: SAC's 256-wide layers at batch 256 are too
+# small for bf16 to repay its casts, so fp32 (TF32 where allowed); the model's ensemble MLPs
+# and the rollouts' 100 000-row batches run bf16 hidden layers. scripts/gpu_check.sh measures
+# both settings per component on a GPU.
+AUTO_AMP: dict[str, dict[str, str]] = {
+    "cpu": {"sac": "off", "model": "off"},
+    "cuda": {"sac": "off", "model": "bf16"},
+}
+
+# compile=auto compiles when a run has at least this many SAC updates: where the time saved
+# per update repays the warm-up of compiling the SAC update and the flow's fit step with a cold
+# inductor cache (docs/benchmarks.md: on the 2-core CPU ~48 s cold, ~9 s warm, against ~3 ms
+# saved per update: ~15 000 updates). CUDA: the same figure until scripts/gpu_check.sh has
+# measured the GPU's warm-up and saving.
+AUTO_COMPILE_UPDATES = {"cpu": 20_000, "cuda": 20_000}
+
+
+def resolve_amp(amp: str, device: torch.device, component: str = "sac") -> str:
+    """``auto`` -> :data:`AUTO_AMP` for the device and component (``sac`` | ``model``);
+    bf16 only where the GPU supports it."""
+    if amp != "auto":
+        return amp
+    chosen = AUTO_AMP.get(device.type, AUTO_AMP["cpu"])[component]
+    if chosen == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        return "off"
+    return chosen
+
+
+def sac_updates_of(cfg: Config) -> int:
+    """SAC updates a whole run makes: G per env step after the initial random steps."""
+    steps = max(cfg.total_steps - cfg.algorithm.init_steps, 0)
+    return steps * cfg.algorithm.updates_per_step
+
+
+@dataclass(frozen=True)
+class CompileChoice:
+    on: bool  # torch.compile the SAC update and the model-fit step
+    graphs: bool  # and capture them as CUDA graphs
+    why: str  # one line for the start block
+
+
+def resolve_compile(cfg: Config, device: torch.device, world: int, amp: str) -> CompileChoice:
+    """``compile``: true | false | auto (on from :data:`AUTO_COMPILE_UPDATES` SAC updates).
+    CUDA graphs go with compiling on CUDA, except under torchrun (the gradient all-reduce
+    stays outside graphs) and amp=fp16 (GradScaler reads its scale on the host)."""
+    if cfg.compile == "false":
+        return CompileChoice(False, False, "off (compile=false)")
+    updates = sac_updates_of(cfg)
+    if cfg.compile == "auto":
+        need = AUTO_COMPILE_UPDATES.get(device.type, AUTO_COMPILE_UPDATES["cpu"])
+        if updates < need:
+            return CompileChoice(False, False, f"off (auto: {updates:,} SAC updates < {need:,})")
+        why = f"on (auto: {updates:,} SAC updates >= {need:,})"
+    else:
+        why = "on (compile=true)"
+    graphs = device.type == "cuda" and world == 1 and amp != "fp16"
+    if device.type == "cuda":
+        why += ", CUDA graphs" if graphs else ", no CUDA graphs (torchrun or amp=fp16)"
+    return CompileChoice(True, graphs, why)

@@ -1,0 +1,163 @@
+"""On a GPU the G-update block and the model-fit step run as CUDA graph replays: they compute
+the eager updates (to within the compiled kernels' rounding), never wait for the device, and
+the phase timers and the acting copy do not either. Skipped without CUDA."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from torch import Tensor
+
+from mbrl.agents import SAC, ActingPolicy, SACUpdates
+from mbrl.buffer import ReplayBuffer, transition_fields
+from mbrl.compiled import tf32_matmuls
+from mbrl.config import SACConfig
+from mbrl.models import DynamicsModel, ModelTrainer
+from mbrl.runtime.timer import PhaseTimer
+
+from tests_support import tiny_model_config
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+OBS, ACT = 11, 3
+# Compiled (fused) kernels round differently from eager ones; over a few dozen updates the
+# weights stay this close.
+RTOL, ATOL = 1e-3, 1e-4
+
+
+class Rows:
+    def __init__(self, dev: torch.device, n: int = 2000) -> None:
+        g = torch.Generator().manual_seed(0)
+        rows = {
+            "obs": torch.randn(n, OBS, generator=g),
+            "act": torch.rand(n, ACT, generator=g) * 2 - 1,
+            "rew": torch.randn(n, generator=g),
+            "next_obs": torch.randn(n, OBS, generator=g),
+            "terminated": torch.rand(n, generator=g) < 0.1,
+            "truncated": torch.zeros(n, dtype=torch.bool),
+        }
+        self.real = ReplayBuffer(n, transition_fields(OBS, ACT), dev)
+        self.real.add({k: v.to(dev) for k, v in rows.items()})
+
+    def batch(self, batch_size: int, gen: torch.Generator) -> dict[str, Tensor]:
+        return self.real.sample(batch_size, gen, ("obs", "act", "rew", "next_obs", "terminated"))
+
+    def batch_layout(self) -> str:
+        return "real"
+
+
+def _blocks(compile: bool, graphs: bool, blocks: int = 8) -> tuple[SAC, dict[str, Tensor]]:
+    dev = torch.device("cuda")
+    torch.manual_seed(0)
+    agent = SAC(OBS, ACT, SACConfig(hidden_sizes=[64, 64], batch_size=64), dev, "off", compile)
+    agent.warm_up()
+    updates = SACUpdates(agent, Rows(dev), 64, torch.Generator(device=dev).manual_seed(1), graphs)
+    metrics: dict[str, Tensor] = {}
+    for _ in range(blocks):
+        metrics = updates(5)
+    return agent, {k: v.clone() for k, v in metrics.items()}
+
+
+def test_the_graphed_block_equals_the_eager_updates() -> None:
+    """Eight blocks of 5 updates: 3 eager warm-up blocks, a capture, then replays; the same
+    batches and noise (the generator advances through replays as eagerly), the same
+    weights to within RTOL / ATOL."""
+    eager, m_eager = _blocks(compile=False, graphs=False)
+    graphed, m_graphed = _blocks(compile=True, graphs=True)
+    for key in m_eager:
+        torch.testing.assert_close(m_graphed[key], m_eager[key], rtol=RTOL, atol=ATOL)
+    for net in ("actor", "critic", "critic_target"):
+        nets = (getattr(eager, net).parameters(), getattr(graphed, net).parameters())
+        for p, q in zip(*nets, strict=True):
+            torch.testing.assert_close(q, p, rtol=RTOL, atol=ATOL)
+
+
+def test_replays_never_sync() -> None:
+    dev = torch.device("cuda")
+    agent = SAC(OBS, ACT, SACConfig(hidden_sizes=[64, 64], batch_size=64), dev, "off", True)
+    rows = Rows(dev)
+    updates = SACUpdates(agent, rows, 64, torch.Generator(device=dev).manual_seed(1), True)
+    for _ in range(5):  # warm-up blocks and the capture
+        updates(20)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(3):
+            metrics = updates(20)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert torch.isfinite(metrics["q_loss"]).item()
+    assert rows.real.sampled_out == 8 * 20 * 64  # device counters count replays too
+
+
+@pytest.mark.parametrize("name", ["flow", "gaussian"])
+def test_the_graphed_fit_epoch_equals_the_eager_one(name: str) -> None:
+    dev = torch.device("cuda")
+    cfg = tiny_model_config(name, members=3, elites=2, batch_size=64)
+    trainers = []
+    for compile, graphs in ((False, False), (True, True)):
+        torch.manual_seed(0)
+        trainer = ModelTrainer(DynamicsModel(OBS, ACT, cfg).to(dev), cfg, "off", compile, graphs)
+        trainer.warm_up()
+        trainers.append(trainer)
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(500, OBS + ACT, generator=g), torch.randn(500, OBS + 1, generator=g)
+    boot = torch.randint(0, 500, (3, 500), generator=g)
+    x, y, boot = x.to(dev), y.to(dev), boot.to(dev)
+    for epoch in range(3):  # 8 minibatches each: the capture happens in the first epoch
+        losses = [t._epoch(x, y, boot, torch.Generator(dev).manual_seed(epoch)) for t in trainers]
+        torch.testing.assert_close(losses[1], losses[0], rtol=RTOL, atol=ATOL)
+    eager, graphed = (t.model.density.parameters() for t in trainers)
+    for p, q in zip(eager, graphed, strict=True):
+        torch.testing.assert_close(q, p, rtol=RTOL, atol=ATOL)
+
+
+def test_tf32_fit_stays_within_the_fp32_tolerance() -> None:
+    """TF32 matmuls for the model fit: the epoch's loss stays within 1 % of fp32's."""
+    dev = torch.device("cuda")
+    cfg = tiny_model_config("flow", members=3, elites=2, batch_size=64)
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(500, OBS + ACT, generator=g), torch.randn(500, OBS + 1, generator=g)
+    boot = torch.randint(0, 500, (3, 500), generator=g)
+    losses = []
+    for tf32 in (False, True):
+        torch.manual_seed(0)
+        trainer = ModelTrainer(DynamicsModel(OBS, ACT, cfg).to(dev), cfg)
+        with tf32_matmuls(tf32):
+            losses.append(trainer._epoch(x.to(dev), y.to(dev), boot.to(dev), torch.Generator(dev)))
+    torch.testing.assert_close(losses[1], losses[0], rtol=1e-2, atol=1e-3)
+
+
+def test_phase_timers_record_events_without_waiting() -> None:
+    timer = PhaseTimer(torch.device("cuda"))
+    a = torch.randn(1024, 1024, device="cuda")
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(3):
+            with timer.phase("sac"):
+                a = a @ a / 1024
+            with timer.phase("env"):
+                pass
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    metrics = timer.metrics()  # (reads the events: the one wait)
+    assert metrics["time/sac"] > 0 and "time/env" in metrics
+
+
+def test_the_acting_copy_gets_the_weights_of_its_refresh() -> None:
+    """The refresh queues a non-blocking copy; the next action uses exactly the weights the
+    training actor had when the refresh was queued, not later ones."""
+    dev = torch.device("cuda")
+    agent = SAC(OBS, ACT, SACConfig(hidden_sizes=[64, 64], batch_size=64), dev)
+    acting = ActingPolicy(agent, torch.device("cpu"), sync_every=1)
+    rows, gen = Rows(dev), torch.Generator(device=dev).manual_seed(0)
+    agent.update(rows.batch(64, gen), gen)
+    expected = copy.deepcopy(agent.actor.state_dict())
+    acting.step()  # refresh: queued behind the update
+    agent.update(rows.batch(64, gen), gen)  # a later update must not reach the copy
+    acting.act(torch.zeros(1, OBS), deterministic=True, generator=None)
+    assert acting.copy is not None
+    for key, value in acting.copy.state_dict().items():
+        assert torch.equal(value, expected[key].cpu()), key
