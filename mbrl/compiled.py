@@ -77,7 +77,8 @@ class GraphedStep(Generic[T]):
     stream (the optimizer makes its state, allocations settle), the next one captures it and
     replays the capture, and so does every later call. Its return value is the capture's
     outputs, overwritten by each replay. ``generators`` are the generators ``step`` draws
-    from: registered with the graph, each replay advances them.
+    from: registered with the graph, each replay advances them. A capture that fails (an
+    operation a CUDA graph cannot hold) is reported once; the step then runs uncaptured.
     """
 
     def __init__(
@@ -86,13 +87,19 @@ class GraphedStep(Generic[T]):
         self.step, self.generators, self.warmup = step, list(generators), warmup
         self.calls = 0
         self.graph: torch.cuda.CUDAGraph | None = None
+        self.failure: str | None = None  # why capturing failed (the step then runs uncaptured)
         self._out: T | None = None
 
     def __call__(self) -> T:
         if self.graph is None:
-            if self.calls < self.warmup:
+            if self.calls < self.warmup or self.failure is not None:
                 return self._eager()
-            self._capture()
+            try:
+                self._capture()
+            except Exception as err:  # an operation that cannot be captured: run uncaptured
+                self.failure = f"{type(err).__name__}: {str(err).strip()[:200]}"
+                log.warning("capturing a CUDA graph failed (%s); the step runs uncaptured", err)
+                return self._eager()
         assert self.graph is not None and self._out is not None
         self.graph.replay()
         return self._out

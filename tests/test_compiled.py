@@ -13,11 +13,11 @@ from torch import Tensor, nn
 
 from flows.nn import ReLU
 from mbrl.agents import SAC, SACUpdates
-from mbrl.buffer import ReplayBuffer, transition_fields
 from mbrl.config import SACConfig
 from mbrl.models import DynamicsModel, ModelTrainer
 from mbrl.models.fit_step import minibatches
 from mbrl.runtime.speed import AUTO_COMPILE_UPDATES, resolve_compile
+from mbrl.tools.update_bench import RealRows
 
 from test_trainer import tiny_config
 from tests_support import tiny_model_config
@@ -49,38 +49,13 @@ def test_relu_written_for_the_compiler_has_torchs_values_and_gradients() -> None
         torch.testing.assert_close(grad, xr.grad)
 
 
-class _Rows:
-    """A batch source for SACUpdates: a buffer of random transitions."""
-
-    def __init__(self) -> None:
-        g = torch.Generator().manual_seed(0)
-        self.real = ReplayBuffer(600, transition_fields(OBS, ACT))
-        n = 500
-        self.real.add(
-            {
-                "obs": torch.randn(n, OBS, generator=g),
-                "act": torch.rand(n, ACT, generator=g) * 2 - 1,
-                "rew": torch.randn(n, generator=g),
-                "next_obs": torch.randn(n, OBS, generator=g),
-                "terminated": torch.rand(n, generator=g) < 0.2,
-                "truncated": torch.zeros(n, dtype=torch.bool),
-            }
-        )
-
-    def batch(self, batch_size: int, gen: torch.Generator) -> dict[str, Tensor]:
-        return self.real.sample(batch_size, gen, ("obs", "act", "rew", "next_obs", "terminated"))
-
-    def batch_layout(self) -> str:
-        return "real"
-
-
 def test_the_block_is_n_updates_on_sampled_batches() -> None:
     """SACUpdates(n) samples a batch and updates, n times: bit-identical to doing it by hand."""
     cfg = SACConfig(hidden_sizes=[16, 16], batch_size=32)
     torch.manual_seed(0)
     a, b = SAC(OBS, ACT, cfg), SAC(OBS, ACT, cfg)
     b.load_state_dict(copy.deepcopy(a.state_dict()))
-    rows_a, rows_b = _Rows(), _Rows()
+    rows_a, rows_b = RealRows("cpu", 500, OBS, ACT), RealRows("cpu", 500, OBS, ACT)
     gen_a, gen_b = torch.Generator().manual_seed(1), torch.Generator().manual_seed(1)
     metrics = SACUpdates(a, rows_a, 32, gen_a)(5)
     for _ in range(5):
@@ -105,7 +80,10 @@ def test_a_failing_compiler_warns_once_and_the_update_runs_eagerly(
             agent = SAC(OBS, ACT, cfg, compile=True)
             with caplog.at_level("WARNING"):
                 compiled = agent.warm_up()
-                batches = [_Rows().batch(16, torch.Generator().manual_seed(i)) for i in range(3)]
+                batches = [
+                    RealRows("cpu", 500, OBS, ACT).batch(16, torch.Generator().manual_seed(i))
+                    for i in range(3)
+                ]
                 for i, batch in enumerate(batches):
                     agent.update(batch, torch.Generator().manual_seed(i))
     finally:

@@ -11,11 +11,11 @@ import torch
 from torch import Tensor
 
 from mbrl.agents import SAC, ActingPolicy, SACUpdates
-from mbrl.buffer import ReplayBuffer, transition_fields
 from mbrl.compiled import tf32_matmuls
 from mbrl.config import SACConfig
 from mbrl.models import DynamicsModel, ModelTrainer
 from mbrl.runtime.timer import PhaseTimer
+from mbrl.tools.update_bench import RealRows
 
 from tests_support import tiny_model_config
 
@@ -26,33 +26,14 @@ OBS, ACT = 11, 3
 RTOL, ATOL = 1e-3, 1e-4
 
 
-class Rows:
-    def __init__(self, dev: torch.device, n: int = 2000) -> None:
-        g = torch.Generator().manual_seed(0)
-        rows = {
-            "obs": torch.randn(n, OBS, generator=g),
-            "act": torch.rand(n, ACT, generator=g) * 2 - 1,
-            "rew": torch.randn(n, generator=g),
-            "next_obs": torch.randn(n, OBS, generator=g),
-            "terminated": torch.rand(n, generator=g) < 0.1,
-            "truncated": torch.zeros(n, dtype=torch.bool),
-        }
-        self.real = ReplayBuffer(n, transition_fields(OBS, ACT), dev)
-        self.real.add({k: v.to(dev) for k, v in rows.items()})
-
-    def batch(self, batch_size: int, gen: torch.Generator) -> dict[str, Tensor]:
-        return self.real.sample(batch_size, gen, ("obs", "act", "rew", "next_obs", "terminated"))
-
-    def batch_layout(self) -> str:
-        return "real"
-
-
 def _blocks(compile: bool, graphs: bool, blocks: int = 8) -> tuple[SAC, dict[str, Tensor]]:
     dev = torch.device("cuda")
     torch.manual_seed(0)
     agent = SAC(OBS, ACT, SACConfig(hidden_sizes=[64, 64], batch_size=64), dev, "off", compile)
     agent.warm_up()
-    updates = SACUpdates(agent, Rows(dev), 64, torch.Generator(device=dev).manual_seed(1), graphs)
+    updates = SACUpdates(
+        agent, RealRows(dev, 2000, OBS, ACT), 64, torch.Generator(device=dev).manual_seed(1), graphs
+    )
     metrics: dict[str, Tensor] = {}
     for _ in range(blocks):
         metrics = updates(5)
@@ -76,7 +57,7 @@ def test_the_graphed_block_equals_the_eager_updates() -> None:
 def test_replays_never_sync() -> None:
     dev = torch.device("cuda")
     agent = SAC(OBS, ACT, SACConfig(hidden_sizes=[64, 64], batch_size=64), dev, "off", True)
-    rows = Rows(dev)
+    rows = RealRows(dev, 2000, OBS, ACT)
     updates = SACUpdates(agent, rows, 64, torch.Generator(device=dev).manual_seed(1), True)
     for _ in range(5):  # warm-up blocks and the capture
         updates(20)
@@ -152,7 +133,7 @@ def test_the_acting_copy_gets_the_weights_of_its_refresh() -> None:
     dev = torch.device("cuda")
     agent = SAC(OBS, ACT, SACConfig(hidden_sizes=[64, 64], batch_size=64), dev)
     acting = ActingPolicy(agent, torch.device("cpu"), sync_every=1)
-    rows, gen = Rows(dev), torch.Generator(device=dev).manual_seed(0)
+    rows, gen = RealRows(dev, 2000, OBS, ACT), torch.Generator(device=dev).manual_seed(0)
     agent.update(rows.batch(64, gen), gen)
     expected = copy.deepcopy(agent.actor.state_dict())
     acting.step()  # refresh: queued behind the update

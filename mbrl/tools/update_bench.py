@@ -36,14 +36,16 @@ from mbrl.tools.benchmarks import ACT, OBS, Bench, gemm_block
 FIELDS = ("obs", "act", "rew", "next_obs", "terminated")
 
 
-def hopper_rows(n: int, device: torch.device) -> dict[str, Tensor]:
-    """``n`` random transitions of Hopper's sizes (the same ones in every process)."""
+def hopper_rows(
+    n: int, device: torch.device | str, obs: int = OBS, act: int = ACT
+) -> dict[str, Tensor]:
+    """``n`` random transitions (Hopper's sizes by default; the same ones in every process)."""
     g = torch.Generator().manual_seed(5)
     rows = {
-        "obs": torch.randn(n, OBS, generator=g),
-        "act": torch.rand(n, ACT, generator=g) * 2 - 1,
+        "obs": torch.randn(n, obs, generator=g),
+        "act": torch.rand(n, act, generator=g) * 2 - 1,
         "rew": torch.randn(n, generator=g),
-        "next_obs": torch.randn(n, OBS, generator=g),
+        "next_obs": torch.randn(n, obs, generator=g),
         "terminated": torch.rand(n, generator=g) < 0.05,
         "truncated": torch.zeros(n, dtype=torch.bool),
     }
@@ -51,11 +53,14 @@ def hopper_rows(n: int, device: torch.device) -> dict[str, Tensor]:
 
 
 class RealRows:
-    """A batch source for :class:`SACUpdates`: a 5000-row buffer of Hopper-sized rows."""
+    """A batch source for :class:`SACUpdates`: a buffer of ``rows`` random transitions
+    (Hopper-sized by default)."""
 
-    def __init__(self, device: torch.device, rows: int = 5000) -> None:
-        self.real = ReplayBuffer(2 * rows, transition_fields(OBS, ACT), device)
-        self.real.add(hopper_rows(rows, device))
+    def __init__(
+        self, device: torch.device | str, rows: int = 5000, obs: int = OBS, act: int = ACT
+    ) -> None:
+        self.real = ReplayBuffer(2 * rows, transition_fields(obs, act), device)
+        self.real.add(hopper_rows(rows, device, obs, act))
 
     def batch(self, batch_size: int, gen: torch.Generator) -> dict[str, Tensor]:
         return self.real.sample(batch_size, gen, FIELDS)
