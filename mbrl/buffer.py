@@ -136,6 +136,12 @@ class ReplayBuffer:
         return int(self._size)  # sync-ok: a host read, for set-up and tests, not the hot loop
 
     @property
+    def offered(self) -> int:
+        """Rows ever offered to the buffer (host side, no sync: all of them for unmasked
+        adds, an upper bound for masked ones)."""
+        return self._offered
+
+    @property
     def sampled_out(self) -> int:
         """Rows ever sampled (a host read: for tests and checkpoints)."""
         return int(self._sampled)  # sync-ok: not in the hot loop

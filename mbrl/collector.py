@@ -28,6 +28,11 @@ class Collector:
     ``info["final_obs"]``), never the next episode's first one. The policy runs on
     ``act_device``; the rows reach the buffer's device through a :class:`HostStager` (one
     pinned, non-blocking copy per step).
+
+    ``commit``: when a transition reaches the buffer. ``step``: at once. ``episode``: when its
+    episode ends (terminated or truncated), as MBPO's sampler adds a whole path to its pool
+    (softlearning's ``SimpleSampler.sample``): until then each copy's episode in progress is
+    held on the host (``episode_limit`` rows at most), and it is part of the checkpoint.
     """
 
     def __init__(
@@ -37,13 +42,22 @@ class Collector:
         act_device: torch.device,
         seed: int,
         world: int = 1,
+        commit: str = "step",
+        episode_limit: int = 1000,
     ) -> None:
         """``world``: ranks of a run on several processes, each stepping its own copies."""
+        if commit not in ("step", "episode"):
+            raise ValueError(f"commit={commit!r} is not allowed; choose step or episode")
         self.envs, self.buffer, self.device = envs, buffer, act_device
         self.num_envs = n = envs.num_envs
         self.step_size = n * world  # env steps of the whole run per step() (all ranks)
         shapes = {k: tuple(v.shape[1:]) for k, v in buffer.data.items()}
         self.stager = HostStager(shapes, buffer.device, batch=n)
+        self.commit = commit
+        width = self.stager.host.shape[-1]
+        # Each copy's episode in progress (episode commits): packed rows, and how many.
+        self._pending = np.zeros((n, episode_limit if commit == "episode" else 0, width), "f4")
+        self._pending_len = np.zeros(n, dtype=np.int64)
         obs, _ = envs.reset(seed=seed)  # copy i gets seed + i
         self._obs = obs
         self.envstep_count = 0  # env steps of all copies (and all ranks) together
@@ -67,17 +81,18 @@ class Collector:
             stored_next = next_obs.copy()
             for i in np.flatnonzero(done):  # only the copies whose episode ended this step
                 stored_next[i] = info["final_obs"][i]
-        staged = self.stager.stage(
-            {
-                "obs": self._obs,
-                "act": actions,
-                "rew": rew,
-                "next_obs": stored_next,
-                "terminated": terminated,
-                "truncated": truncated,
-            }
-        )
-        self.buffer.add(staged)
+        values = {
+            "obs": self._obs,
+            "act": actions,
+            "rew": rew,
+            "next_obs": stored_next,
+            "terminated": terminated,
+            "truncated": truncated,
+        }
+        if self.commit == "step":
+            self.buffer.add(self.stager.stage(values))
+        else:
+            self._hold(self.stager.pack(values), done)
         self.envstep_count += self.step_size
         self._ep_return += rew
         self._ep_len += 1
@@ -86,6 +101,21 @@ class Collector:
             self.episode_count += 1
         self._ep_return[done], self._ep_len[done] = 0.0, 0
         self._obs = next_obs
+
+    def _hold(self, packed: np.ndarray, done: np.ndarray) -> None:
+        """Append each copy's row to its episode in progress; add the finished episodes to
+        the buffer, in copy order."""
+        copies = np.arange(self.num_envs)
+        if (self._pending_len >= self._pending.shape[1]).any():
+            raise RuntimeError(
+                f"an episode ran past {self._pending.shape[1]} steps, the collector's "
+                "episode_limit (the env's time limit)"
+            )
+        self._pending[copies, self._pending_len] = packed
+        self._pending_len += 1
+        for i in np.flatnonzero(done):
+            self.buffer.add(self.stager.rows_to_device(self._pending[i, : self._pending_len[i]]))
+            self._pending_len[i] = 0
 
     def metrics(self) -> dict[str, Any]:
         """Counters, env steps/s since the last call, and returns of episodes finished since,
@@ -123,6 +153,8 @@ class Collector:
             "ep_return": self._ep_return.copy(),
             "ep_len": self._ep_len.copy(),
             "finished": list(self._finished),
+            # The episodes in progress (episode commits): part of the run's state.
+            "pending": [self._pending[i, :k].copy() for i, k in enumerate(self._pending_len)],
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -138,6 +170,15 @@ class Collector:
         self._ep_len = np.array(state["ep_len"], dtype=np.int64)
         self._finished = list(state["finished"])
         self._steps_at_clock = self.envstep_count
+        self._pending_len[:] = 0
+        for i, rows in enumerate(state.get("pending", [])):
+            if len(rows) and self.commit != "episode":
+                raise ValueError(
+                    "the checkpoint holds episodes in progress (mbpo.real_data=episode); "
+                    "resume with the same mbpo.real_data"
+                )
+            self._pending[i, : len(rows)] = rows
+            self._pending_len[i] = len(rows)
 
     def close(self) -> None:
         self.envs.close()

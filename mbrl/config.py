@@ -20,6 +20,8 @@ ALGORITHMS = ("sac", "mbpo")
 MODELS = ("flow", "gaussian")
 REWARDER_MODES = ("none", "penalty", "filter")
 COMPILE_MODES = ("auto", "true", "false")
+SAC_INITS = ("glorot", "torch")
+REAL_DATA = ("episode", "step")
 VECTOR_MODES = ("auto", "sync", "async")
 
 
@@ -30,6 +32,9 @@ class ConfigError(ValueError):
 @dataclass
 class EnvConfig:
     name: str = "hopper"  # short name, one of mbrl.envs.ENVS
+    # The env's version: null is its newest (v5 for the MuJoCo envs); v4 for comparing with
+    # published MBPO curves (gym v2 / v4 dynamics and rewards: docs/fidelity.md)
+    version: str | None = None
     max_episode_steps: int | None = None  # None: the env's own time limit
     # Env copies stepped together as one gymnasium vector env; each vector step is num_envs
     # env steps and is followed by num_envs x algorithm.updates_per_step SAC updates.
@@ -64,6 +69,9 @@ class SACConfig:
     target_entropy: float | None = None  # None: -act_dim (SAC v2 heuristic)
     log_std_min: float = -5.0  # the actor's log-std, squashed smoothly into [min, max]
     log_std_max: float = 2.0  # upper end of that range (softlearning clips to [-20, 2])
+    # Initial weights: glorot (softlearning's Keras Dense default: glorot-uniform weights, zero
+    # biases) | torch (nn.Linear's default: weights and biases uniform in +-1/sqrt(fan_in)).
+    init: str = "glorot"
     # Where env actions are computed: train (the training device), cpu (a CPU copy of the
     # actor, refreshed every act_sync_every env steps), auto (cpu when training on CUDA).
     act_device: str = "auto"
@@ -173,6 +181,9 @@ class MBPOConfig:
     model_train_freq: int = 250  # env steps between model fits (+ rollouts)
     real_ratio: float = 0.05  # share of real transitions in each SAC batch
     epoch_length: int = 1000  # env steps per epoch (rollout schedule, pool size)
+    # When a real transition reaches D_env (the model fit, rollout starts, SAC's real rows):
+    # episode (when its episode ends, as MBPO's sampler adds whole paths) | step (at once).
+    real_data: str = "episode"
 
 
 @dataclass

@@ -36,6 +36,7 @@ class Evaluator:
         max_episode_steps: int | None = None,
         *,
         vector: str = "auto",
+        version: str | None = None,
     ) -> None:
         self.mode = resolve_vector(vector, episodes)
         # SAME_STEP, not DISABLED: a finished copy is still stepped with the others (a vector
@@ -43,7 +44,7 @@ class Evaluator:
         # reset by hand - one more round trip to the workers. SAME_STEP resets it inside the
         # step that ended it, so it runs a well-defined new episode whose rewards are masked.
         self.envs = make_vector_env(
-            env_name, episodes, self.mode, max_episode_steps, AutoresetMode.SAME_STEP
+            env_name, episodes, self.mode, max_episode_steps, AutoresetMode.SAME_STEP, version
         )
         self.seed, self.device = seed, device
         self.last_returns = np.zeros(episodes)

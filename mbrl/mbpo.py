@@ -106,7 +106,7 @@ def train(run: Run, stop: StopRequest) -> bool:
         with timer.phase("env"):  # take an action in each env; add the transitions to D_env
             run.step_env()
         sac_metrics = None
-        if env.envstep_count > cfg.algorithm.init_steps:
+        if env.envstep_count > cfg.algorithm.init_steps and data.ready():
             with timer.phase("sac"):  # G policy updates per env step, on D_env and D_model
                 sac_metrics = run.sac_updates(n * cfg.algorithm.updates_per_step)
         run.after_step(sac_metrics)
@@ -125,6 +125,10 @@ class ModelFree:
 
     def model_phase_due(self, env_steps: int, step_size: int) -> bool:
         return False
+
+    def ready(self) -> bool:
+        """Whether SAC's batches can be drawn (D_env has rows)."""
+        return self.real.offered > 0
 
     def model_phase(
         self, env_steps: int, gen: torch.Generator, timer: PhaseTimer
@@ -189,14 +193,16 @@ class MBPO:
         """Every ``model_train_freq`` env steps from ``init_steps`` on (``step_size``: env
         steps per iteration, the number of env copies)."""
         freq = self.cfg.mbpo.model_train_freq
-        return env_steps >= self.cfg.algorithm.init_steps and crossed(env_steps, freq, step_size)
+        due = env_steps >= self.cfg.algorithm.init_steps and crossed(env_steps, freq, step_size)
+        # (With episode commits D_env is empty until an episode has ended: no fit before.)
+        return due and self.real.offered >= 2
 
-    def model_phase(
-        self,
-        env_steps: int,
-        gen: torch.Generator,
-        timer: PhaseTimer,
-    ) -> dict[str, Any]:
+    def ready(self) -> bool:
+        """Whether SAC's batches can be drawn: D_env has rows (with episode commits, once an
+        episode has ended)."""
+        return self.real.offered > 0
+
+    def model_phase(self, env_steps: int, gen: torch.Generator, timer: PhaseTimer) -> dict:
         """Fit the model (and rewarder) on all real data, then refill the pool with rollouts.
         ``self.status`` hears what is happening (the progress bar shows it)."""
         with tf32_matmuls(self.tf32):

@@ -18,7 +18,7 @@ from mbrl.buffer import ReplayBuffer, transition_fields
 from mbrl.collector import Collector
 from mbrl.compiled import Compiled, tf32_matmuls
 from mbrl.config import Config
-from mbrl.envs import env_spec
+from mbrl.envs import env_spec, episode_limit
 from mbrl.envs.vector import make_vector_env, resolve_vector, vector_dims
 from mbrl.evaluator import Evaluator
 from mbrl.mbpo import MBPO, ModelFree, crossed, run_length, train
@@ -57,9 +57,8 @@ class Trainer:
         self.device = distributed.start(resolve_device(cfg.device))
         rank_seed = cfg.seed + RANK_SEED_STRIDE * self.rank  # its own envs and batches
         n = cfg.env.num_envs
-        envs = make_vector_env(
-            cfg.env.name, n, resolve_vector(cfg.env.vector, n), cfg.env.max_episode_steps
-        )
+        mode, version = resolve_vector(cfg.env.vector, n), cfg.env.version
+        envs = make_vector_env(cfg.env.name, n, mode, cfg.env.max_episode_steps, version=version)
         obs_dim, act_dim = vector_dims(envs)
         self.dims = (obs_dim, act_dim)
         check_memory(cfg, obs_dim, act_dim, self.device)  # before anything large is allocated
@@ -73,7 +72,12 @@ class Trainer:
         act_device = resolve_act_device(cfg.agent.act_device, self.device)
         self.acting = ActingPolicy(self.agent, act_device, cfg.agent.act_sync_every)
         self.data = self._build_data(obs_dim, act_dim)
-        self.collector = Collector(envs, self.buffer, act_device, rank_seed * n, self.world)
+        # MBPO: a transition reaches D_env when its episode ends (mbpo.real_data); SAC: at once.
+        commit = cfg.mbpo.real_data if cfg.algorithm.name == "mbpo" else "step"
+        limit = episode_limit(cfg.env.name, cfg.env.version, cfg.env.max_episode_steps)
+        self.collector = Collector(
+            envs, self.buffer, act_device, rank_seed * n, self.world, commit, limit
+        )
         self.evaluator = (
             Evaluator(
                 cfg.env.name,
@@ -82,6 +86,7 @@ class Trainer:
                 act_device,
                 cfg.env.max_episode_steps,
                 vector=cfg.eval.vector,
+                version=cfg.env.version,
             )
             if self.main
             else None

@@ -42,6 +42,10 @@ def test_defaults_are_valid() -> None:
         ({"agent__gamma": 1.5}, "agent.gamma=1.5"),
         ({"agent__hidden_sizes": []}, "agent.hidden_sizes"),
         ({"compile": "maybe"}, "compile='maybe' is not allowed; choose one of: auto, true, false"),
+        (
+            {"env__version": "v3"},
+            "env.version='v3' is not allowed for env=hopper; its versions are: v5, v4 (null: v5)",
+        ),
         ({"buffer__capacity": 0}, "buffer.capacity=0"),
         ({"resume": "/nonexistent/run"}, "no checkpoint at /nonexistent/run/ckpt/last.pt"),
         ({"model__name": "maf"}, "model='maf' is not allowed; choose one of: flow, gaussian"),

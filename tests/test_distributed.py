@@ -29,6 +29,7 @@ DDP_TINY = {
     "rewarder.flow.layers": 1,
     "rewarder.flow.hidden": [8],
     "model.batch_size": 32,
+    "mbpo.real_data": "step",  # (every row counted at once: the row counts below are exact)
 }
 
 

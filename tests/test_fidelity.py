@@ -26,9 +26,11 @@ from tests_support import tiny_model_config
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # --- MBPO's per-env settings --------------------------------------------------------------
-# examples/config/<env>.py of jannerm/mbpo. Initial random steps: 5000 for every env, because
-# examples/development/base.py's ALGORITHM_PARAMS_ADDITIONAL['MBPO'] (applied last by
-# deep_update) overrides the configs' own value (InvertedPendulum's 500 included).
+# examples/config/<env>/0.py of jannerm/mbpo (master). Initial random steps: 5000 from
+# examples/development/base.py's ALGORITHM_PARAMS_ADDITIONAL['MBPO'], except where an env's
+# config sets its own: since commit c87eaaf ("fixed order of overrides for config files") the
+# env config is applied last, so InvertedPendulum's 500 holds. Humanoid's schedule ends at 25
+# (commit 7ffb5e4, "updated humanoid config"; 20 before it).
 # hidden: the Gaussian model's width (construct_model's hidden_dim, default 200).
 MBPO_ENVS: dict[str, dict[str, Any]] = {
     "hopper": {"updates": 20, "schedule": (20, 150, 1, 15), "entropy": -1},
@@ -37,13 +39,14 @@ MBPO_ENVS: dict[str, dict[str, Any]] = {
     "ant": {"updates": 20, "schedule": (20, 100, 1, 25), "entropy": -4},
     "humanoid": {
         "updates": 20,
-        "schedule": (20, 300, 1, 20),
+        "schedule": (20, 300, 1, 25),
         "entropy": -2,
         "freq": 1000,
         "retain": 5,
         "hidden": 400,
     },
     "inverted_pendulum": {
+        "init": 500,
         "updates": 10,
         "schedule": (1, 15, 1, 1),
         "entropy": -0.05,
@@ -62,7 +65,6 @@ MBPO_COMMON = {
 # Differences kept on purpose, each with its reason (docs/fidelity.md repeats them).
 CPU_DEMO = "a CPU demo setting: learns in minutes on 2 cores (README, Results)"
 INTENDED: dict[tuple[str, str], str] = {
-    ("inverted_pendulum", "init"): CPU_DEMO,
     ("inverted_pendulum", "schedule"): CPU_DEMO,
     ("inverted_pendulum", "entropy"): CPU_DEMO,
     ("inverted_pendulum", "real_ratio"): CPU_DEMO,
@@ -443,6 +445,85 @@ def test_early_stopping_snapshots_and_elites_replay_mbpos_loop(
     assert model.elites.tolist() == sorted(best)
 
 
+def _bounded_logvar(g: GaussianEnsemble, raw: Tensor) -> Tensor:
+    """bnn.py's soft bounds on the log-variance (computed here, not with the model's code)."""
+    hi, lo = g.max_logvar.detach(), g.min_logvar.detach()
+    logvar = hi - nn.functional.softplus(hi - raw)
+    return lo + nn.functional.softplus(logvar - lo)
+
+
+def test_early_stopping_and_elites_judge_holdout_mse_not_nll(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """bnn.py stops and picks elites on the holdout MSE of the mean. Each scripted "epoch"
+    sets constant predictions (the output layer's bias, weights zero): the mean approaches the
+    targets for 8 epochs while the variance shrinks far below the error, so the MSE keeps
+    improving while the NLL worsens from the second epoch on. The fit must stop where MBPO's
+    loop on the MSE stops (the NLL's would stop earlier), and the elites must be the members
+    with the lowest MSE (the NLL ranks them differently)."""
+    members, dim = 4, 3
+    cfg = tiny_model_config("gaussian", members=members, elites=2, patience=5)
+    model = DynamicsModel(2, 1, cfg)
+    g = model.density
+    assert isinstance(g, GaussianEnsemble)
+    trainer = ModelTrainer(model, cfg)
+    gen = torch.Generator().manual_seed(0)
+    x, y = torch.randn(500, 3, generator=gen), torch.randn(500, dim, generator=gen)
+    # Per epoch and member: (mean shift, raw log-variance). Members differ in both, so that
+    # MSE and NLL rank them differently at the end.
+    offsets = torch.tensor([0.0, 0.1, 0.2, 0.3])
+    shrink = torch.tensor([1.0, 0.8, 0.65, 0.5])  # log-variance lost per epoch
+    script = [(0.8 ** min(e, 8) + offsets, -1.0 - shrink * e) for e in range(1, 40)]
+    epoch = 0
+
+    def scripted_epoch(*args: object) -> Tensor:
+        nonlocal epoch
+        shift, raw = script[epoch]
+        epoch += 1
+        with torch.no_grad():
+            last = g.net.last
+            last.weight.zero_()
+            last.bias[:, 0, :dim] = shift[:, None]
+            last.bias[:, 0, dim:] = raw[:, None]
+        return torch.zeros(())
+
+    monkeypatch.setattr(trainer, "_epoch", scripted_epoch)
+    hold = torch.arange(100)
+    ran, _ = trainer._train(x, y, torch.zeros(members, 400, dtype=torch.long), hold, gen, None)
+
+    def scores(shift: Tensor, raw: Tensor) -> tuple[list[float], list[float]]:
+        yh = y[hold][None]  # [1, 100, dim]; each member predicts its constant shift
+        mse = (yh - shift[:, None, None]).square().mean((1, 2))
+        logvar = _bounded_logvar(g, raw[:, None])[:, None, :]  # [E, 1, dim]
+        nll = 0.5 * ((yh - shift[:, None, None]).square() / logvar.exp() + logvar).sum(-1)
+        return mse.tolist(), nll.mean(1).tolist()
+
+    by_mse, _ = mbpo_early_stopping([scores(*s)[0] for s in script])
+    by_nll, _ = mbpo_early_stopping([scores(*s)[1] for s in script])
+    assert ran == by_mse and by_nll < by_mse
+    # Elites, scored on the weights the fit ends with (its members' best epochs here equal the
+    # last improving one for the MSE): the two lowest holdout MSEs.
+    trainer._finish(x[hold], y[hold], torch.zeros(()), ran, 0.0)
+    mse_now, nll_now = scores(
+        g.net.last.bias[:, 0, 0].detach(), g.net.last.bias[:, 0, dim].detach()
+    )
+    assert model.elites.tolist() == sorted(sorted(range(members), key=lambda i: mse_now[i])[:2])
+    assert sorted(range(members), key=lambda i: nll_now[i])[:2] != model.elites.tolist()
+
+
+def test_holdout_is_capped_at_5000_rows() -> None:
+    """bnn.py: num_holdout = min(int(N * holdout_ratio), max_logging=5000). 30 000 rows:
+    20 % would be 6000; the holdout has exactly 5000 and the fit trains on the other 25 000."""
+    cfg = tiny_model_config("gaussian", members=2, elites=1, max_epochs=1)
+    trainer = ModelTrainer(DynamicsModel(2, 1, cfg), cfg)
+    gen = torch.Generator().manual_seed(0)
+    rows = [torch.randn(30_000, k, generator=gen) for k in (2, 1, 2)]
+    out = trainer.fit(*rows, torch.randn(30_000, generator=gen), gen)
+    assert out["model/holdout_rows"] == 5000 and out["model/train_rows"] == 25_000
+    train, hold = trainer._split(30_000, torch.Generator().manual_seed(1))
+    assert (len(train), len(hold)) == (25_000, 5000)
+
+
 # --- SAC's losses (softlearning, as MBPO runs it) -----------------------------------------
 
 
@@ -511,12 +592,15 @@ def _gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
+@pytest.mark.parametrize("version", ["v5", "v4"])
 @pytest.mark.parametrize(("env", "dims"), [("ant", 27), ("humanoid", 45)])
-def test_ant_and_humanoid_observations_are_mbpos_truncated_ones(env: str, dims: int) -> None:
+def test_ant_and_humanoid_observations_are_mbpos_truncated_ones(
+    env: str, dims: int, version: str
+) -> None:
     """mbpo/env/ant.py, humanoid.py: obs = concat(qpos[2:], qvel), no contact forces."""
     from mbrl.envs import make_env
 
-    e = make_env(env)
+    e = make_env(env, version=version)
     obs, _ = e.reset(seed=0)
     for _ in range(5):
         obs, *_ = e.step(e.action_space.sample())
@@ -534,3 +618,146 @@ def test_actor_log_std_is_squashed_into_minus_5_2_not_clipped() -> None:
     expected = -5.0 + 7.0 * (torch.tanh(raw) + 1.0) / 2.0
     torch.testing.assert_close(sac.actor.log_std(torch.tanh(raw)), expected)
     assert float(expected[0]) == -5.0 and float(expected[-1]) == 2.0
+
+
+@pytest.mark.parametrize("how", ["glorot", "torch"])
+def test_sac_networks_start_as_softlearnings(how: str) -> None:
+    """softlearning builds SAC's networks from Keras Dense layers: glorot-uniform weights
+    (uniform in +-sqrt(6 / (fan_in + fan_out))) and zero biases. agent.init=torch keeps
+    nn.Linear's default (+-1/sqrt(fan_in), biases too)."""
+    torch.manual_seed(0)
+    sac = SAC(11, 3, SACConfig(init=how))
+    layers = [(m.weight, m.bias, m.in_features, m.out_features) for m in sac.actor.linears]
+    layers += [(m.weight, m.bias, m.in_dim, m.out_dim) for m in sac.critic.linears]
+    assert len(layers) == 6
+    for weight, bias, fan_in, fan_out in layers:
+        if how == "glorot":
+            bound = math.sqrt(6.0 / (fan_in + fan_out))
+            assert float(bias.abs().max()) == 0.0
+        else:
+            bound = 1.0 / math.sqrt(fan_in)
+            assert float(bias.abs().max()) > 0.5 * bound
+        w = weight.detach()
+        assert float(w.abs().max()) <= bound
+        # uniform in [-b, b]: std b / sqrt(3)
+        assert abs(float(w.std()) / (bound / math.sqrt(3)) - 1) < 0.1
+    for p, q in zip(sac.critic.parameters(), sac.critic_target.parameters(), strict=True):
+        assert torch.equal(p, q)
+
+
+# Healthy z-range and where the torso's height sits in qpos, per env (gymnasium's defaults).
+UNHEALTHY_Z = {"hopper": 0.1, "walker2d": 0.1, "ant": 1.5, "humanoid": 0.5}
+HEALTHY_REWARD = {"hopper": 1.0, "walker2d": 1.0, "ant": 1.0, "humanoid": 5.0}
+
+
+@pytest.mark.parametrize("env", sorted(HEALTHY_REWARD))
+def test_v5_withholds_the_healthy_reward_on_the_terminating_step(env: str) -> None:
+    """gym v2 / gymnasium v4 pay the healthy reward on every step, the terminating one
+    included; v5 does not (docs/fidelity.md): in an unhealthy (terminating) state v4's healthy
+    term is the full reward, v5's zero."""
+    from mbrl.envs import make_env
+
+    for version in ("v4", "v5"):
+        base: Any = make_env(env, version=version).unwrapped
+        base.reset(seed=0)
+        qpos, qvel = base.data.qpos.copy(), base.data.qvel.copy()
+        qpos[1 if env in ("hopper", "walker2d") else 2] = UNHEALTHY_Z[env]
+        base.set_state(qpos, qvel)
+        assert not base.is_healthy  # (and it terminates: terminate_when_unhealthy)
+        assert base.healthy_reward == (HEALTHY_REWARD[env] if version == "v4" else 0.0)
+
+
+def test_hopper_v4_and_v5_differ_only_in_the_terminal_reward() -> None:
+    """The same physics, the same actions: the same episode, rewards equal but the last one,
+    which is exactly the healthy reward (1) higher in v4."""
+    import numpy as np
+
+    from mbrl.envs import make_env
+
+    rewards: dict[str, list[float]] = {}
+    for version in ("v4", "v5"):
+        e, rng = make_env("hopper", version=version), np.random.default_rng(0)
+        e.reset(seed=0)
+        rewards[version] = []
+        for _ in range(1000):
+            _, r, term, trunc, _ = e.step(rng.uniform(-1, 1, e.action_space.shape))
+            rewards[version].append(float(r))
+            if term or trunc:
+                break
+        assert term
+    v4, v5 = rewards["v4"], rewards["v5"]
+    assert len(v4) == len(v5) and v4[:-1] == v5[:-1]
+    assert v4[-1] - v5[-1] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("env", ["ant", "humanoid"])
+def test_v5_charges_a_contact_cost_that_v4_does_not(env: str) -> None:
+    """Ant-v5 and Humanoid-v5 always subtract a contact cost; v4 (by default) has none. Each
+    version's reward is the sum of the terms its info reports."""
+    import numpy as np
+
+    from mbrl.envs import make_env
+
+    terms = {
+        ("ant", "v4"): ("reward_forward", "reward_ctrl", "reward_survive"),
+        ("humanoid", "v4"): ("reward_linvel", "reward_quadctrl", "reward_alive"),
+    }
+    for version in ("v4", "v5"):
+        e, rng = make_env(env, version=version), np.random.default_rng(0)
+        e.reset(seed=0)
+        contact = []
+        for _ in range(15):
+            _, r, *_, info = e.step(rng.uniform(-1, 1, e.action_space.shape))
+            names = terms.get((env, version), ("reward_forward", "reward_ctrl", "reward_survive"))
+            parts = sum(info[k] for k in names)
+            if version == "v5":
+                contact.append(info["reward_contact"])
+                parts += info["reward_contact"]
+            assert r == pytest.approx(parts), (env, version)
+        if version == "v5":
+            assert max(contact) <= 0 and min(contact) < 0
+
+
+def test_walker2d_v5_right_foot_has_v4s_other_friction() -> None:
+    """Walker2d-v5 gives both feet friction 1.9; v4 gives the right foot 0.9."""
+    from mbrl.envs import make_env
+
+    for version, right in (("v4", 0.9), ("v5", 1.9)):
+        model: Any = make_env("walker2d", version=version).unwrapped.model
+        assert model.geom("foot_geom").friction[0] == pytest.approx(right)
+        assert model.geom("foot_left_geom").friction[0] == pytest.approx(1.9)
+
+
+@pytest.mark.parametrize("real_data", ["episode", "step"])
+def test_model_fits_see_the_rows_mbpos_sampler_has_added(real_data: str, tmp_path: str) -> None:
+    """softlearning's SimpleSampler (MBPO's) adds a transition to the pool only when its
+    episode ends (``terminal or path_length >= max_path_length``: ``pool.add_path``). On
+    HalfCheetah every episode is exactly 1000 steps, so a model fit at env step t sees
+    1000 * floor(t / 1000) rows; with ``mbpo.real_data=step``, all t."""
+    from test_trainer import _rows
+
+    run = os.path.join(tmp_path, "run")
+    overrides = {
+        "algorithm.name": "mbpo",
+        "total_steps": 2600,
+        "algorithm.init_steps": 1000,
+        "mbpo.model_train_freq": 250,
+        "mbpo.real_data": real_data,
+        "model.members": 2,
+        "model.elites": 1,
+        "model.hidden": [16, 16],
+        "model.max_epochs": 1,
+        "rollout.batch_size": 200,
+        "eval.every": 2600,
+        "eval.episodes": 1,
+        "logger.every": 2600,
+    }
+    Trainer(tiny_config("halfcheetah", **overrides), run).run()
+    seen = [
+        (r["step"], r["model/train_rows"] + r["model/holdout_rows"])
+        for r in _rows(run)
+        if "model/train_rows" in r
+    ]
+    fits = range(1000, 2600, 250)
+    mbpo = [(t, 1000 * (t // 1000) if real_data == "episode" else t) for t in fits]
+    assert seen == mbpo

@@ -13,7 +13,9 @@ from test_cli import TINY
 
 def test_profile_window_writes_tables_and_trace(train_cmd: list[str], tmp_path: str) -> None:
     run_dir = os.path.join(tmp_path, "prof")
-    args = [a for a in TINY if not a.startswith("total_steps")]
+    # (init_steps: one 200-step Pendulum episode, so the window's model phase has real rows)
+    args = [a for a in TINY if not a.startswith(("total_steps", "algorithm.init_steps"))]
+    args.append("algorithm.init_steps=200")
     cmd = [*train_cmd, *args, "profile=true", "profile.updates=20", f"hydra.run.dir={run_dir}"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -13,8 +13,10 @@ from mbrl.envs import ENVS, env_spec, make_env
 FALLS_BY_ITSELF = {"hopper", "walker2d", "humanoid", "inverted_pendulum"}
 
 
-def _collect(name: str, steps: int, seed: int = 0) -> tuple[np.ndarray, ...]:
-    env = make_env(name)
+def _collect(
+    name: str, steps: int, seed: int = 0, version: str | None = None
+) -> tuple[np.ndarray, ...]:
+    env = make_env(name, version=version)
     rng = np.random.default_rng(seed)
     obs, _ = env.reset(seed=seed)
     rows: list[tuple[np.ndarray, np.ndarray, np.ndarray, bool]] = []
@@ -38,9 +40,13 @@ def _lift(env) -> None:
     base.set_state(qpos, qvel)
 
 
-@pytest.mark.parametrize("name", sorted(ENVS))
-def test_termination_matches_env(name: str) -> None:
-    obs, act, next_obs, terminated = _collect(name, steps=300)
+VERSIONS = [(name, version) for name in sorted(ENVS) for version, _ in ENVS[name].versions]
+
+
+@pytest.mark.parametrize(("name", "version"), VERSIONS)
+def test_termination_matches_env(name: str, version: str) -> None:
+    """Every version of every env (v4 too: the termination rules are the same code)."""
+    obs, act, next_obs, terminated = _collect(name, steps=300, version=version)
     fn = env_spec(name).termination_fn
     pred = fn(torch.as_tensor(obs), torch.as_tensor(act), torch.as_tensor(next_obs)).numpy()
     assert pred.dtype == np.bool_ and pred.shape == terminated.shape

@@ -123,3 +123,41 @@ def test_auto_vector_mode() -> None:
     assert resolve_vector("auto", 8, cores=16) == "async"
     assert resolve_vector("auto", 8, cores=2) == "sync"  # workers would share the cores
     assert resolve_vector("async", 2, cores=2) == "async"
+
+
+def test_episodes_in_progress_survive_a_resume(tmp_path: str) -> None:
+    """MBPO's real-data rule (mbpo.real_data=episode) with 2 copies on Pendulum (200-step
+    episodes): until step 400 (vector step 200) D_env is empty, so the first model phases and
+    SAC updates wait; the checkpoint at step 500 holds each copy's 50-step episode in
+    progress, and the resumed run equals the uninterrupted one."""
+    full, split = os.path.join(tmp_path, "full"), os.path.join(tmp_path, "split")
+    kw = {
+        "algorithm.name": "mbpo",
+        "env.num_envs": 2,
+        "algorithm.init_steps": 200,
+        "mbpo.model_train_freq": 100,
+        "model.members": 2,
+        "model.elites": 1,
+        "model.hidden": [16, 16],
+        "model.max_epochs": 2,
+        "rollout.batch_size": 100,
+        "eval.every": 100,
+        "eval.episodes": 1,
+    }
+    Trainer(tiny_config("pendulum", total_steps=700, **kw), full).run()
+    Trainer(tiny_config("pendulum", total_steps=500, **kw), split).run()
+    held = load(os.path.join(split, "ckpt", "last.pt"))["collector"]["pending"]
+    assert [len(rows) for rows in held] == [50, 50]
+    Trainer(tiny_config("pendulum", total_steps=700, resume=split, **kw), split).run()
+    a, b = load(os.path.join(full, "ckpt", "last.pt")), load(os.path.join(split, "ckpt", "last.pt"))
+    _assert_same(a["agent"], b["agent"], "agent")
+    _assert_same(a["algorithm"]["model"], b["algorithm"]["model"], "model")
+    _assert_same(a["buffers"], b["buffers"], "buffers")
+    assert a["buffers"]["real"]["size"] == 400  # 2 finished episodes per copy would be 800
+
+    def rows(run: str) -> list[dict[str, object]]:  # (a fit's wall-clock time differs)
+        return [{k: v for k, v in r.items() if k != "model/fit_seconds"} for r in _rows(run)]
+
+    assert _comparable(rows(full)) == _comparable(rows(split))
+    fits = [r["step"] for r in _rows(full) if "model/train_rows" in r]
+    assert fits[0] == 400  # the phases at 200 and 300 found no finished episode

@@ -41,6 +41,23 @@ def tanh_gaussian(mean: Tensor, log_std: Tensor, noise: Tensor) -> tuple[Tensor,
     return torch.tanh(u), log_prob, std
 
 
+@torch.no_grad()
+def init_layer(weight: Tensor, bias: Tensor, fan_in: int, fan_out: int, how: str) -> None:
+    """``glorot``: Keras ``Dense``'s default, as softlearning builds SAC's networks: weights
+    uniform in ±sqrt(6 / (fan_in + fan_out)), zero biases. ``torch``: ``nn.Linear``'s default,
+    weights and biases uniform in ±1/sqrt(fan_in)."""
+    if how == "glorot":
+        bound = math.sqrt(6.0 / (fan_in + fan_out))
+        weight.uniform_(-bound, bound)
+        bias.zero_()
+    elif how == "torch":
+        bound = 1.0 / math.sqrt(fan_in)
+        weight.uniform_(-bound, bound)
+        bias.uniform_(-bound, bound)
+    else:
+        raise ValueError(f"agent.init={how!r} is not allowed; choose glorot or torch")
+
+
 class Actor(nn.Module):
     """obs [B, obs_dim] -> tanh-squashed Gaussian over actions in [-1, 1]^act_dim."""
 
@@ -49,6 +66,8 @@ class Actor(nn.Module):
         self.act_dim = act_dim
         self.net = mlp(obs_dim, cfg.hidden_sizes, 2 * act_dim)
         self.log_std_min, self.log_std_max = cfg.log_std_min, cfg.log_std_max
+        for layer in self.linears:
+            init_layer(layer.weight, layer.bias, layer.in_features, layer.out_features, cfg.init)
 
     def forward(self, obs: Tensor) -> tuple[Tensor, Tensor]:
         """(mean, log_std) [B, act_dim] each."""
@@ -94,6 +113,8 @@ class TwinQ(nn.Module):
     def __init__(self, obs_dim: int, act_dim: int, cfg: SACConfig) -> None:
         super().__init__()
         self.net = EnsembleMLP(2, obs_dim + act_dim, cfg.hidden_sizes, 1, act=ReLU)
+        for layer in self.linears:  # (each member's [in, out] slice gets the layer's bounds)
+            init_layer(layer.weight, layer.bias, layer.in_dim, layer.out_dim, cfg.init)
 
     def forward(self, obs: Tensor, act: Tensor, frozen: bool = False) -> Tensor:
         """``frozen``: the weights as constants, so gradients reach only ``act`` (and ``obs``):

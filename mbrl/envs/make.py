@@ -4,37 +4,65 @@ from __future__ import annotations
 
 import copy
 import pickle
+import warnings
 from typing import Any
 
 import gymnasium as gym
 import mujoco
 import numpy as np
 from gymnasium.envs.mujoco.mujoco_env import MujocoEnv
-from gymnasium.wrappers import RescaleAction, TimeLimit
+from gymnasium.wrappers import RescaleAction, TimeLimit, TransformObservation
 
 from mbrl.envs.registry import env_spec
 
 
 def make_env(
-    name: str, max_episode_steps: int | None = None, render_mode: str | None = None
+    name: str,
+    max_episode_steps: int | None = None,
+    render_mode: str | None = None,
+    version: str | None = None,
 ) -> gym.Env:
-    """A single gymnasium env whose actions are rescaled to [-1, 1].
+    """A single gymnasium env whose actions are rescaled to [-1, 1]; ``version``: one of the
+    env's versions (None: its default, e.g. v5 for the MuJoCo envs).
 
     The agent always acts in [-1, 1]: the buffers, the dynamics model and SAC never see an
     env's own action bounds (Pendulum's ±2, Humanoid's ±0.4).
     """
-    spec = env_spec(name)
-    kwargs: dict[str, Any] = dict(spec.kwargs)
+    chosen = env_spec(name).version(version)
+    kwargs: dict[str, Any] = dict(chosen.kwargs)
     if max_episode_steps is not None:
         kwargs["max_episode_steps"] = max_episode_steps
     if render_mode is not None:
         kwargs["render_mode"] = render_mode
-    env = gym.make(spec.gym_id, **kwargs)
+    with warnings.catch_warnings():  # (gymnasium: "v4 is out of date": chosen on purpose)
+        warnings.filterwarnings("ignore", message=".*is out of date.*")
+        env = gym.make(chosen.gym_id, **kwargs)
+    if chosen.obs_dims is not None:
+        env = _first_entries(env, chosen.obs_dims)
     if not isinstance(env.action_space, gym.spaces.Box):
         raise TypeError(f"env {name!r} has a non-Box action space {env.action_space}")
     space = env.action_space
     low = np.full(space.shape, -1.0, dtype=space.dtype)
     return RescaleAction(env, min_action=low, max_action=-low)
+
+
+def _first_entries(env: gym.Env, dims: int) -> gym.Env:
+    """The env with each observation cut to its first ``dims`` entries."""
+    space = env.observation_space
+    assert isinstance(space, gym.spaces.Box)
+    low, high = space.low[:dims], space.high[:dims]
+    box = gym.spaces.Box(low, high, dtype=space.dtype)
+    return TransformObservation(env, lambda obs: obs[:dims], box)
+
+
+def episode_limit(name: str, version: str | None, max_episode_steps: int | None) -> int:
+    """The most steps an episode of this env can take (its time limit, or the one set)."""
+    if max_episode_steps is not None:
+        return max_episode_steps
+    limit = gym.spec(env_spec(name).version(version).gym_id).max_episode_steps
+    if limit is None:
+        raise ValueError(f"env {name!r} has no time limit; set env.max_episode_steps")
+    return int(limit)
 
 
 def env_dims(env: gym.Env) -> tuple[int, int]:

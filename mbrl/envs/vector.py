@@ -36,8 +36,8 @@ class ExactState(gym.Wrapper):
         set_env_state(self.env, state)
 
 
-def _make_copy(name: str, max_episode_steps: int | None) -> gym.Env:
-    return ExactState(make_env(name, max_episode_steps))
+def _make_copy(name: str, max_episode_steps: int | None, version: str | None) -> gym.Env:
+    return ExactState(make_env(name, max_episode_steps, version=version))
 
 
 def resolve_vector(mode: str, num_envs: int, cores: int | None = None) -> str:
@@ -55,6 +55,7 @@ def make_vector_env(
     mode: str = "sync",
     max_episode_steps: int | None = None,
     autoreset: AutoresetMode = AutoresetMode.SAME_STEP,
+    version: str | None = None,
 ) -> VectorEnvs:
     """``num_envs`` copies of :func:`make_env`'s env; ``mode``: ``sync`` (this process) or
     ``async`` (a worker process per copy, observations in shared memory).
@@ -65,7 +66,8 @@ def make_vector_env(
     reset instead)."""
     if num_envs < 1:
         raise ValueError(f"num_envs={num_envs} is not allowed; it must be a positive integer")
-    fns = [functools.partial(_make_copy, name, max_episode_steps) for _ in range(num_envs)]
+    make = functools.partial(_make_copy, name, max_episode_steps, version)
+    fns = [make for _ in range(num_envs)]
     if mode == "sync":
         return SyncVectorEnv(fns, autoreset_mode=autoreset)
     if mode == "async":

@@ -152,7 +152,7 @@ def check_before_start(config: DictConfig, lock: bool = True) -> Config:
         path = os.path.join(cfg.resume, "ckpt", "last.pt")
         state = load(path, env_name=cfg.env.name, mmap=True)
         check_layout(state, cfg.resume, world, cfg.env.num_envs)
-    env = make_env(cfg.env.name, cfg.env.max_episode_steps)
+    env = make_env(cfg.env.name, cfg.env.max_episode_steps, version=cfg.env.version)
     check_memory(cfg, *env_dims(env), resolve_device(cfg.device))
     env.close()
     run_dir = _literal_run_dir(config, cfg) if lock and distributed.is_main() else None

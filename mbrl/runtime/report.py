@@ -86,7 +86,7 @@ def start_text(t: Run) -> str:
         lines["resumed"] = f"from step {t.resumed_at} (ckpt/last.pt)"
     if cfg.logger.tensorboard:
         lines["watch"] = f"tensorboard --logdir {os.path.join(t.run_dir, 'log', 'tb')}"
-    gym_id = env_spec(cfg.env.name).gym_id
+    gym_id = env_spec(cfg.env.name).version(cfg.env.version).gym_id
     title = f"FlowMBPO: {_what(t)} on {cfg.env.name} ({gym_id}, obs {obs_dim}, act {act_dim})"
     return f"{title}, seed {cfg.seed}\n{start_block(lines)}"
 

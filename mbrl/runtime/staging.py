@@ -52,9 +52,7 @@ class HostStager:
         event = self._events[k]
         if event is not None:
             event.synchronize()  # the row's previous copy must have left before it is rewritten
-        slot = self._np[k]
-        for name, sl in self.slices.items():
-            slot[:, sl] = np.reshape(values[name], (self.batch, -1))
+        self.pack(values, out=self._np[k])
         packed = self.host[k]
         if self.pinned:
             packed = packed.to(self.device, non_blocking=True)
@@ -63,5 +61,23 @@ class HostStager:
             self._events[k] = event
         elif self.cuda:
             packed = packed.to(self.device)
-        n = self.batch
+        return self.unpack(packed)
+
+    def pack(
+        self, values: Mapping[str, np.ndarray | float | bool], out: np.ndarray | None = None
+    ) -> np.ndarray:
+        """``values`` (``batch`` transitions) as packed host rows [batch, width] (float32)."""
+        if out is None:
+            out = np.empty((self.batch, self.host.shape[-1]), dtype=np.float32)
+        for name, sl in self.slices.items():
+            out[:, sl] = np.reshape(values[name], (self.batch, -1))
+        return out
+
+    def unpack(self, packed: Tensor) -> dict[str, Tensor]:
+        """Packed rows [n, width] -> ``[n, *shape]`` views per field."""
+        n = packed.shape[0]
         return {name: packed[:, sl].view(n, *self.shapes[name]) for name, sl in self.slices.items()}
+
+    def rows_to_device(self, rows: np.ndarray) -> dict[str, Tensor]:
+        """Packed host rows [n, width] (e.g. a finished episode's) on the buffer's device."""
+        return self.unpack(torch.from_numpy(rows).to(self.device))

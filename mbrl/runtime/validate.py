@@ -19,7 +19,9 @@ from mbrl.config import (
     COMPILE_MODES,
     DEVICES,
     MODELS,
+    REAL_DATA,
     REWARDER_MODES,
+    SAC_INITS,
     SELECT_BY,
     VECTOR_MODES,
     Config,
@@ -43,6 +45,12 @@ def _at_least(key: str, value: Any, low: float, what: str = "") -> None:
 
 def _check_ranges(c: Config) -> None:
     _choice("env", c.env.name, tuple(sorted(ENVS)))
+    versions = tuple(v for v, _ in ENVS[c.env.name].versions)
+    if c.env.version is not None and c.env.version not in versions:
+        raise ConfigError(
+            f"env.version={c.env.version!r} is not allowed for env={c.env.name}; "
+            f"its versions are: {', '.join(versions)} (null: {versions[0]})"
+        )
     _choice("algorithm", c.algorithm.name, ALGORITHMS)
     _choice("device", c.device, DEVICES)
     _choice("amp", c.amp, AMP_MODES)
@@ -142,6 +150,7 @@ def _check_mbpo(c: Config) -> None:
     if not 0 <= m.real_ratio <= 1:
         raise ConfigError(f"mbpo.real_ratio={m.real_ratio!r} is not allowed; it must be in [0, 1]")
     _choice("rewarder.mode", w.mode, REWARDER_MODES)
+    _choice("mbpo.real_data", m.real_data, REAL_DATA)
     _choice("rewarder.flow.transform", w.flow.transform, ("spline", "affine"))
     if not w.lr > 0 or w.penalty < 0:
         raise ConfigError(
@@ -152,6 +161,7 @@ def _check_mbpo(c: Config) -> None:
 def _check_agent(a: SACConfig) -> None:
     _at_least("agent.batch_size", a.batch_size, 1, "a positive integer")
     _choice("agent.act_device", a.act_device, ACT_DEVICES)
+    _choice("agent.init", a.init, SAC_INITS)
     _at_least("agent.act_sync_every", a.act_sync_every, 1, "a positive number of env steps")
     if not a.hidden_sizes or min(a.hidden_sizes) < 1:
         raise ConfigError(f"agent.hidden_sizes={a.hidden_sizes!r}: need one or more widths >= 1")

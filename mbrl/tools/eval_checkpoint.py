@@ -63,7 +63,7 @@ def load_run(run_dir: str, which: str) -> tuple[Config, dict[str, Any]]:
 
 
 def build_actor(cfg: Config, state: dict[str, Any], device: torch.device) -> SAC:
-    env = make_env(cfg.env.name, cfg.env.max_episode_steps)
+    env = make_env(cfg.env.name, cfg.env.max_episode_steps, version=cfg.env.version)
     obs_dim, act_dim = env_dims(env)
     env.close()
     agent = SAC(obs_dim, act_dim, cfg.agent, device)
@@ -79,7 +79,9 @@ def evaluate(run_dir: str, which: str, episodes: int, seed: int) -> dict[str, fl
     configure_cpu(cfg.threads, cfg.flush_denormal)
     device = resolve_device("cpu" if not torch.cuda.is_available() else cfg.device)
     agent = build_actor(cfg, state, device)
-    evaluator = Evaluator(cfg.env.name, episodes, seed, device, cfg.env.max_episode_steps)
+    evaluator = Evaluator(
+        cfg.env.name, episodes, seed, device, cfg.env.max_episode_steps, version=cfg.env.version
+    )
     try:
         result = evaluator.run(lambda obs: agent.act(obs, deterministic=True, generator=None))
     finally:
@@ -94,7 +96,9 @@ def record_video(run_dir: str, which: str, path: str, seed: int, fps: int = 30) 
     cfg, state = load_run(run_dir, which)
     agent = build_actor(cfg, state, torch.device("cpu"))
     try:
-        env = make_env(cfg.env.name, cfg.env.max_episode_steps, render_mode="rgb_array")
+        env = make_env(
+            cfg.env.name, cfg.env.max_episode_steps, "rgb_array", version=cfg.env.version
+        )
         obs, _ = env.reset(seed=seed)
         frames = [env.render()]
     except Exception as err:  # missing GL / pygame shows up here, with many exception types
