@@ -121,7 +121,6 @@ class ModelFree:
     def __init__(self, real: ReplayBuffer) -> None:
         self.real = real
         self.status: Callable[[str], None] = _quiet  # (nothing to report: no model phase)
-        self.steps_between_phases = 100  # how long the progress bar times steps before an ETA
 
     def model_phase_due(self, env_steps: int, step_size: int) -> bool:
         return False
@@ -187,7 +186,6 @@ class MBPO:
         # MBPO's _training_batch: int(batch_size * real_ratio) real rows, the rest model rows.
         self.n_real = int(cfg.agent.batch_size * cfg.mbpo.real_ratio)
         self.status: Callable[[str], None] = _quiet  # told what the model phase is doing
-        self.steps_between_phases = cfg.mbpo.model_train_freq
 
     def model_phase_due(self, env_steps: int, step_size: int) -> bool:
         """Every ``model_train_freq`` env steps from ``init_steps`` on (``step_size``: env

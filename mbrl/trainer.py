@@ -23,6 +23,7 @@ from mbrl.envs.vector import make_vector_env, resolve_vector, vector_dims
 from mbrl.evaluator import Evaluator
 from mbrl.mbpo import MBPO, ModelFree, crossed, run_length, train
 from mbrl.runtime import checkpoint, distributed, report, runlock
+from mbrl.runtime.eta import RunClock
 from mbrl.runtime.interrupt import StopRequest
 from mbrl.runtime.logger import Logger
 from mbrl.runtime.memory import check_memory
@@ -37,7 +38,7 @@ from mbrl.runtime.utils import (
     seed_everything,
 )
 from mbrl.runtime.validate import to_yaml
-from mbrl.runtime.wandb_sink import WandbSink
+from mbrl.runtime.wandb_sink import wandb_sink
 
 RANK_SEED_STRIDE = 100_003  # rank r's envs and generators: seed + r * stride (rank 0: seed)
 
@@ -108,7 +109,8 @@ class Trainer:
         self.timer = PhaseTimer(self.device)
         self.step_hook: Callable[[], None] | None = None  # called after every env step
         self.stopped = False  # set when Ctrl-C ended run() early
-        self.progress = Progress(cfg.total_steps, 0, False, 0, 0)  # run() makes the real one
+        self.progress = Progress(cfg.total_steps, 0, False, 0)  # run() makes the real one
+        self.clock = RunClock.start(cfg)  # work done in this process, for the estimate
         resumed = run_state.load(self, cfg.resume) if cfg.resume else None
         if resumed is None:
             distributed.broadcast_(run_state.shared_tensors(self))  # rank 0's weights everywhere
@@ -123,23 +125,13 @@ class Trainer:
         runlock.acquire(run_dir)  # one process per run folder
         with open(os.path.join(run_dir, "config.yaml"), "w", encoding="utf-8") as f:
             f.write(to_yaml(self.config))
-        self.logger = Logger(run_dir, self.cfg.logger.tensorboard, wandb=self._wandb(run_dir))
+        self.logger = Logger(
+            run_dir,
+            self.cfg.logger.tensorboard,
+            wandb=wandb_sink(run_dir, self.cfg.logger, asdict(self.cfg)),
+        )
         c = self.cfg.checkpoint
         self.ckpt = checkpoint.CheckpointManager(run_dir, c.snapshots, c.buffer_in_snapshots)
-
-    def _wandb(self, run_dir: str) -> WandbSink | None:
-        lc = self.cfg.logger
-        if not lc.wandb:
-            return None
-        settings = {
-            "project": lc.wandb_project,
-            "entity": lc.wandb_entity,
-            "group": lc.wandb_group,
-            "tags": lc.wandb_tags,
-            "name": lc.wandb_name,
-            "mode": lc.wandb_mode,
-        }
-        return WandbSink(run_dir, settings, asdict(self.cfg))
 
     def _build_data(self, obs_dim: int, act_dim: int) -> MBPO | ModelFree:
         """Where SAC's batches come from: MBPO's model side, or the real buffer alone."""
@@ -175,8 +167,8 @@ class Trainer:
         if self.main:
             print(report.start_text(self), file=sys.stderr, flush=True)
         # The ETA shows once a whole model-phase period has been timed (fits included).
-        settle, shown = self.data.steps_between_phases, cfg.logger.progress and self.main
-        self.progress = Progress(cfg.total_steps, self.env_steps, shown, self.init_steps, settle)
+        shown = cfg.logger.progress and self.main
+        self.progress = Progress(cfg.total_steps, self.env_steps, shown, self.init_steps)
         self.data.status = self.progress.phase
         try:
             with stop:
@@ -228,16 +220,22 @@ class Trainer:
         return self.acting.act(obs, deterministic=False, generator=gen)
 
     def after_model_phase(self, metrics: dict[str, Any]) -> None:
+        self.clock.done["model"] += 1
         with self.timer.phase("log"):
             self.logger.log(self.env_steps, metrics)
 
     def after_step(self, sac_metrics: dict[str, Tensor] | None) -> None:
         """Count the updates, then log, evaluate and checkpoint when due (the last step
         always)."""
+        done, n = self.clock.done, self.collector.step_size
+        done["env"] += n
         if sac_metrics is not None:
             self._learner_metrics = sac_metrics
-            self.updates += self.collector.step_size * self.cfg.algorithm.updates_per_step
+            self.updates += n * self.cfg.algorithm.updates_per_step
+            done["sac"] += n * self.cfg.algorithm.updates_per_step
         self.progress.step(self.env_steps)
+        if self.main:  # the bar's ETA from per-phase rates, and once the time left by phase
+            self.clock.tick(self.progress, self.timer, self.env_steps)
         self._periodic()
         if self.step_hook is not None:
             self.step_hook()
@@ -266,6 +264,7 @@ class Trainer:
             self.progress.phase(f"eval: {episodes(self.cfg.eval.episodes)}")
             self.acting.sync()  # evaluate the current weights
             self.last_eval = self.evaluator.run(self._greedy)
+        self.clock.done["eval"] += 1
         with self.timer.phase("log"):
             self.logger.log(step, self.last_eval)
         is_best = self.last_eval["eval/return_mean"] > self.best_return

@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from mbrl.runtime.progress import episodes
 from mbrl.runtime.speed import resolve_amp
 from mbrl.runtime.utils import configure_cpu
 from mbrl.tools import benchmarks as bench
@@ -184,7 +185,7 @@ def print_table(res: dict[str, Any]) -> None:
         name = f"Hopper SAC G=20, one run on {r['name']}"
         print(f"{name:<52}{r['s_per_1000_steps']:>10.1f} s/1000 steps  ({r['speedup']:.2f}x)")
     for r in res.get("eval", []):
-        name = f"Hopper eval, {r['episodes']} episodes, {r['name']}"
+        name = f"Hopper eval, {episodes(r['episodes'])}, {r['name']}"
         print(
             f"{name:<52}{r['median_s']:>12.3f} s/eval  ({r['speedup']:.2f}x sequential; episode"
             f" length mean {r['episode_length_mean']:.0f}, max {r['episode_length_max']})"

@@ -13,6 +13,7 @@ import argparse
 import os
 import sys
 
+from mbrl.runtime.progress import episodes
 from mbrl.tools.eval_checkpoint import EvaluateError, evaluate, record_video
 
 
@@ -34,8 +35,9 @@ def main() -> int:
         r = evaluate(args.run_dir, args.ckpt, args.episodes, args.seed)
         print(
             f"{args.run_dir} [{args.ckpt}, step {int(r['step'])}]: return "
-            f"{r['eval/return_mean']:.1f} ± {r['eval/return_std']:.1f} over {args.episodes} "
-            f"episodes (min {r['eval/return_min']:.1f}, max {r['eval/return_max']:.1f})"
+            f"{r['eval/return_mean']:.1f} ± {r['eval/return_std']:.1f} over "
+            f"{episodes(args.episodes)} (min {r['eval/return_min']:.1f}, "
+            f"max {r['eval/return_max']:.1f})"
         )
         if args.video is not None:
             path = args.video or os.path.join(args.run_dir, f"video_{args.ckpt}.gif")

@@ -10,9 +10,18 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from mbrl.runtime.launch import expand_shorthands, rank_argv, register_resolvers, run
+from mbrl.runtime.launch import (
+    expand_shorthands,
+    rank_argv,
+    refuse_flags,
+    refuse_unknown_overrides,
+    register_resolvers,
+    run,
+)
 
 register_resolvers()
+refuse_flags(sys.argv)
+refuse_unknown_overrides(expand_shorthands(sys.argv))
 sys.argv = rank_argv(expand_shorthands(sys.argv))
 
 

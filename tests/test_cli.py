@@ -43,6 +43,11 @@ def test_bad_env_and_bad_value_fail_fast_without_a_folder(
         (["env=nonexistent"], "Could not find 'env/nonexistent'"),
         (["total_steps=-5"], "total_steps=-5 is not allowed"),
         (["env=pendulum", "amp=fp8"], "amp='fp8' is not allowed; choose one of: auto, off, bf16"),
+        # hydra's own hint for a key it does not know is `+key=...`: refused all the same
+        (["+total_step=1000"], "unknown config key 'total_step'"),
+        (["total_step=1000"], "did you mean total_steps?"),
+        (["+model.member=3"], "did you mean model.members?"),
+        (["--env", "hopper"], "FlowMBPO takes hydra overrides, key=value (here: env=hopper)"),
     ]:
         proc = _run([*train_cmd, *args, f"hydra.run.dir={run_dir}"], cwd=str(tmp_path))
         assert proc.returncode != 0, args
@@ -67,6 +72,7 @@ def test_train_then_resume_from_the_command_line(train_cmd: list[str], tmp_path:
     assert "tensorboard --logdir" in err and "memory      real buffer" in err
     assert "model fit: epoch 1, holdout nll" in err and "rollout: 100 starts x" in err
     assert "finished at step 300" in err and "best" in err
+    assert "estimated time to finish: about" in err and "SAC updates" in err  # once rates exist
     assert f"resume={run_dir} total_steps=" in err
     with open(os.path.join(run_dir, "metrics.jsonl"), encoding="utf-8") as f:
         rows = [json.loads(line) for line in f]
@@ -108,3 +114,13 @@ def test_train_then_resume_from_the_command_line(train_cmd: list[str], tmp_path:
     assert proc.returncode != 0 and "corrupt" in proc.stderr, proc.stderr[-2000:]
     after = {p: os.path.getmtime(p) for p in before}
     assert before == after
+
+
+def test_help_lists_the_groups_a_user_picks(train_cmd: list[str], tmp_path: str) -> None:
+    """--help names each group's options (as conf/ holds them), not conf/algorithm_env/."""
+    proc = _run([*train_cmd, "--help"], cwd=str(tmp_path))
+    assert proc.returncode == 0 and "algorithm_env:" not in proc.stdout
+    conf = os.path.join(os.path.dirname(train_cmd[-1]), "..", "conf")
+    for group in ("env", "model", "algorithm"):
+        options = sorted(f[:-5] for f in os.listdir(os.path.join(conf, group)))
+        assert f"{group}: {', '.join(options)}" in proc.stdout

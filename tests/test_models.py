@@ -166,3 +166,22 @@ def test_flow_beats_gaussian_on_hopper_holdout_at_equal_data() -> None:
             ]
         )
     assert nll["flow"] < nll["gaussian"], nll
+
+
+@pytest.mark.parametrize("name", ["flow", "gaussian"])
+def test_the_bars_holdout_figure_is_the_logged_one(name: str) -> None:
+    """The progress bar's figure after the last epoch equals the fit's logged
+    model/holdout_<criterion> (NLL for the flow, MSE for the Gaussian): the same quantity,
+    the same units (raw targets), not the standardised ones."""
+    cfg = _cfg(name, members=4, elites=2, max_epochs=6, batch_size=64)
+    model = DynamicsModel(2, 1, cfg)
+    trainer = ModelTrainer(model, cfg)
+    shown: list[float] = []
+    g = torch.Generator().manual_seed(0)
+    obs, act = 3.0 * torch.randn(600, 2, generator=g), torch.rand(600, 1, generator=g)
+    next_obs = obs + 5.0 * torch.randn(600, 2, generator=g)  # targets far from unit scale
+    out = trainer.fit(obs, act, next_obs, 10 * torch.randn(600, generator=g), g,
+                      on_epoch=lambda epoch, score: shown.append(score))  # fmt: skip
+    key = "model/holdout_nll" if cfg.criterion == "nll" else "model/holdout_mse"
+    assert len(shown) == out["model/epochs"]
+    assert shown[-1] == pytest.approx(float(out[key]), rel=1e-5)

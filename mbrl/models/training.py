@@ -27,7 +27,9 @@ from mbrl.models.fit_step import FitStep, minibatches
 from mbrl.optim import AMP_DTYPES, GuardedStep, adam
 from mbrl.runtime import distributed
 
-EpochHook = Callable[[int, float], None]  # (epoch, mean best holdout score) after each epoch
+# (epoch, the holdout score logged at the fit's end as model/holdout_<criterion>, were it to
+# end now: the mean best score of the members that would be the elites, raw target units)
+EpochHook = Callable[[int, float], None]
 
 
 def _finite_rows(inputs: Tensor, target: Tensor) -> tuple[Tensor, Tensor, int]:
@@ -89,7 +91,7 @@ class ModelTrainer:
     ) -> dict[str, Any]:
         """Fit on N real transitions ([N, ...] device tensors). Rows holding a non-finite
         value are left out and counted; a model whose weights went non-finite is initialised
-        afresh first (counted). ``on_epoch(epoch, mean holdout score)`` runs after each epoch.
+        afresh first (counted). ``on_epoch(epoch, holdout score as logged)`` runs after each epoch.
         Returns ``model/*`` metrics."""
         model = self.model
         self._reinit_if_nonfinite()
@@ -131,7 +133,7 @@ class ModelTrainer:
             best = torch.where(improved, hold, best)
             self._keep_improved(snapshot, improved)
             # The one host read of the epoch: did any member improve, and the mean best score.
-            read = torch.stack([improved.any().float(), best.mean()])
+            read = torch.stack([improved.any().float(), self._shown_score(best)])
             any_improved, score = read.tolist()  # sync-ok: once per epoch (early stopping)
             stale = 0 if any_improved else stale + 1
             if on_epoch is not None:
@@ -140,6 +142,14 @@ class ModelTrainer:
                 break
         self._restore(snapshot)
         return epoch, train_loss
+
+    def _shown_score(self, best: Tensor) -> Tensor:
+        """The elites-to-be's mean best holdout score in the logged metric's units (raw
+        targets: the NLL of standardised ones plus log|det| of the standardisation)."""
+        score = torch.topk(best, self.cfg.elites, largest=False).values.mean()
+        if self.cfg.criterion == "nll":
+            score = score + self.model.out_norm.std.log().sum()
+        return score
 
     @torch.no_grad()
     def _reinit_if_nonfinite(self) -> None:

@@ -25,13 +25,54 @@ from mbrl.runtime import distributed, runlock
 from mbrl.runtime.checkpoint import CheckpointError, check_layout, load
 from mbrl.runtime.memory import check_memory
 from mbrl.runtime.utils import resolve_device
-from mbrl.runtime.validate import validate
+from mbrl.runtime.validate import check_key, validate
 
 # Config groups select a file; a resumed run cannot switch them.
 GROUPS = ("env", "algorithm")
+CONFIG_GROUPS = ("env", "algorithm", "model", "algorithm_env")  # conf/'s folders
 
 
 SHORTHANDS = {"profile=true": "profile.enabled=true", "profile=false": "profile.enabled=false"}
+
+
+# Hydra's own command-line flags; anything else starting with "-" is a mistyped override.
+HYDRA_FLAGS = {
+    "-h", "--help", "--hydra-help", "--version", "-c", "--cfg", "--resolve", "-p", "--package",
+    "-r", "--run", "-m", "--multirun", "-sc", "--shell-completion", "-cp", "--config-path",
+    "-cn", "--config-name", "-cd", "--config-dir", "--experimental-rerun", "-i", "--info",
+}  # fmt: skip
+
+
+def refuse_flags(argv: list[str]) -> None:
+    """``--env hopper`` ends in argparse's usage text; say once what FlowMBPO takes instead."""
+    for i, arg in enumerate(argv[1:], start=1):
+        flag = arg.split("=", 1)[0]
+        if arg.startswith("-") and flag not in HYDRA_FLAGS:
+            value = argv[i + 1] if "=" not in arg and i + 1 < len(argv) else ""
+            given = arg if "=" in arg or not value else f"{arg} {value}"
+            key = flag.lstrip("-").replace("-", "_")
+            example = f"{key}={arg.split('=', 1)[1] if '=' in arg else value or '...'}"
+            print(
+                f"error: {given!r} is not an option: FlowMBPO takes hydra overrides, "
+                f"key=value (here: {example}); `--help` lists the config groups",
+                file=sys.stderr,
+            )
+            sys.exit(2)
+
+
+def refuse_unknown_overrides(argv: list[str]) -> None:
+    """Before hydra: an override of a key the config does not have, with or without ``+``,
+    stops with one message naming the closest known key (hydra's own would suggest ``+``)."""
+    for arg in argv[1:]:
+        if arg.startswith("-") or "=" not in arg:
+            continue
+        key = _override_key(arg)
+        if key in CONFIG_GROUPS or key.split(".")[0].split("/")[0] == "hydra":
+            continue  # (a group choice: env=hopper; the keys inside are checked: env.version)
+        try:
+            check_key(key)
+        except ConfigError as err:
+            _fail(err)
 
 
 def expand_shorthands(argv: list[str]) -> list[str]:

@@ -1,6 +1,6 @@
 """What the terminal shows during a run: a start block, a progress bar that names the phase
 the loop is in (model fit with its epoch and holdout score, rollout, evaluation, checkpoint)
-with a steady ETA, and a summary at the end or on Ctrl-C.
+with an ETA from per-phase rates, and a summary at the end or on Ctrl-C.
 
 Nothing here reads device tensors: the model fit reports its epoch through the one host read
 per epoch that early stopping already makes.
@@ -9,7 +9,6 @@ per epoch that early stopping already makes.
 from __future__ import annotations
 
 import sys
-import time
 from typing import Any
 
 from tqdm import tqdm
@@ -35,27 +34,24 @@ def megabytes(nbytes: float) -> str:
 class Progress:
     """The progress bar of one run (disabled: the text blocks still print, the bar does not).
 
-    The ETA is the mean time per env step since learning started (model fits, rollouts and
-    evaluations included) times the steps left: it does not jump when a long model fit
-    starts, and it is shown once ``settle`` steps of learning have been timed.
+    It names what the loop is doing (``explore`` during the random steps, ``train`` after,
+    or the phase it was told) and shows the ETA it is given (:mod:`mbrl.runtime.eta`).
     """
 
-    def __init__(self, total: int, done: int, enabled: bool, init_steps: int, settle: int) -> None:
-        self.enabled, self.total = enabled, total
+    def __init__(self, total: int, done: int, enabled: bool, init_steps: int) -> None:
+        self.enabled, self.total, self._init_steps = enabled, total, init_steps
+        self._idle = "explore" if done < init_steps else "train"
         self.bar = tqdm(
             total=total,
             initial=done,
+            desc=self._idle,
             unit="step",
             dynamic_ncols=True,
             disable=not enabled,
             mininterval=1.0,
             bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}, {rate_fmt}{postfix}]",
         )
-        self._init_steps, self._settle = init_steps, settle
-        self._t0: float | None = None  # when learning started (in this process)
-        self._n0 = 0
         self._postfix: dict[str, str] = {}
-        self.phase("")
 
     def write(self, text: str) -> None:
         """Print above the bar (or plainly, with the bar off)."""
@@ -65,18 +61,20 @@ class Progress:
             print(text, file=sys.stderr, flush=True)
 
     def phase(self, text: str) -> None:
-        """Name what the loop is doing now ("" while it steps the env)."""
+        """Name what the loop is doing now ("": it steps the env and trains)."""
         if self.enabled:
-            self.bar.set_description_str(text or "train", refresh=bool(text))
+            self.bar.set_description_str(text or self._idle, refresh=bool(text))
 
     def step(self, env_steps: int) -> None:
-        self.bar.update(1)
-        if env_steps >= self._init_steps and self._t0 is None:
-            self._t0, self._n0 = time.perf_counter(), env_steps
-        if self._t0 is not None and env_steps - self._n0 >= self._settle:
-            per_step = (time.perf_counter() - self._t0) / (env_steps - self._n0)
-            self._postfix["eta"] = duration(per_step * (self.total - env_steps))
-            self._show()
+        """The run is at ``env_steps`` (all env copies together)."""
+        if self._idle == "explore" and env_steps >= self._init_steps:
+            self._idle = "train"
+            self.phase("")
+        self.bar.update(env_steps - self.bar.n)
+
+    def eta(self, seconds: float) -> None:
+        self._postfix["eta"] = duration(seconds)
+        self._show()
 
     def eval_return(self, value: float) -> None:
         self._postfix["eval_return"] = f"{value:.1f}"

@@ -5,6 +5,7 @@ key, the value and what is allowed."""
 
 from __future__ import annotations
 
+import difflib
 import os
 from typing import Any
 
@@ -195,17 +196,15 @@ def validate(cfg: DictConfig | dict[str, Any]) -> Config:
     if "hydra" in raw:
         OmegaConf.set_struct(raw, False)
         raw.pop("hydra")
+    schema = OmegaConf.structured(Config)
+    # A key added with hydra's `+key=value` passes hydra and the merge below unnoticed.
+    _refuse_unknown_keys(raw, schema)
     try:
-        merged = OmegaConf.merge(OmegaConf.structured(Config), raw)
+        merged = OmegaConf.merge(schema, raw)
         conf = OmegaConf.to_object(merged)
     except ConfigKeyError as err:
-        bad = str(getattr(err, "full_key", "") or "")
-        parent, _, _ = bad.rpartition(".")
-        node = OmegaConf.select(OmegaConf.structured(Config), parent) if parent else None
-        known = sorted(node.keys() if node is not None else Config.__dataclass_fields__)
-        raise ConfigError(
-            f"unknown config key {bad!r}; allowed here: {', '.join(map(str, known))}"
-        ) from None
+        _refuse_key(str(getattr(err, "full_key", "") or ""), schema)
+        raise  # (_refuse_key raises)
     except OmegaConfBaseException as err:
         key = getattr(err, "full_key", None)
         msg = str(err).splitlines()[0]
@@ -214,6 +213,41 @@ def validate(cfg: DictConfig | dict[str, Any]) -> Config:
     _check_ranges(conf)
     _check_resume(conf)
     return conf
+
+
+def _refuse_unknown_keys(raw: DictConfig, schema: DictConfig, prefix: str = "") -> None:
+    """Every key of ``raw`` must be one of the schema's, at any depth."""
+    root = OmegaConf.structured(Config)
+    for key in map(str, raw):
+        if key not in schema:
+            _refuse_key(f"{prefix}{key}", root)
+        node, known = raw._get_node(key), schema._get_node(key)  # (no interpolation resolved)
+        if isinstance(node, DictConfig) and isinstance(known, DictConfig):
+            _refuse_unknown_keys(node, known, f"{prefix}{key}.")
+
+
+def check_key(path: str) -> None:
+    """``path`` (``a.b.c``) must be a key of the config; a ConfigError names the closest."""
+    node: Any = OmegaConf.structured(Config)
+    for i, part in enumerate(path.split(".")):
+        if not isinstance(node, DictConfig) or part not in node:
+            _refuse_key(".".join(path.split(".")[: i + 1]), OmegaConf.structured(Config))
+        node = node._get_node(part)
+
+
+def _refuse_key(path: str, root: DictConfig) -> None:
+    """A ConfigError for an unknown key: the closest known one, and what is allowed there."""
+    parent, _, leaf = path.rpartition(".")
+    node = OmegaConf.select(root, parent) if parent else root
+    if not isinstance(node, DictConfig):
+        node = root
+    known = sorted(map(str, node.keys()))
+    close = difflib.get_close_matches(leaf, known, n=1)
+    hint = f"did you mean {parent + '.' if parent else ''}{close[0]}? " if close else ""
+    raise ConfigError(
+        f"unknown config key {path!r} (with or without hydra's '+'); {hint}"
+        f"allowed here: {', '.join(known)}"
+    )
 
 
 def to_yaml(c: Config) -> str:

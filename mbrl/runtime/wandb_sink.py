@@ -7,7 +7,24 @@ import logging
 import os
 from typing import Any
 
+from mbrl.config import LoggerConfig
+
 _log = logging.getLogger(__name__)
+
+
+def wandb_sink(run_dir: str, lc: LoggerConfig, config: dict[str, Any]) -> WandbSink | None:
+    """The sink a run's ``logger`` settings ask for (None: wandb off)."""
+    if not lc.wandb:
+        return None
+    settings = {
+        "project": lc.wandb_project,
+        "entity": lc.wandb_entity,
+        "group": lc.wandb_group,
+        "tags": lc.wandb_tags,
+        "name": lc.wandb_name,
+        "mode": lc.wandb_mode,
+    }
+    return WandbSink(run_dir, settings, config)
 
 
 class WandbSink:

@@ -184,7 +184,8 @@ def plot_curves(
         grid = np.unique(np.concatenate([c[0] for c in curves]))
         ys = np.stack([np.interp(grid, st, v) for st, v in curves])
         mean, std = ys.mean(0), ys.std(0)
-        (line,) = ax.plot(grid, mean, label=f"{s.label} ({len(curves)} seeds)")
+        seeds = f"{len(curves)} seed{'' if len(curves) == 1 else 's'}"
+        (line,) = ax.plot(grid, mean, label=f"{s.label} ({seeds})")
         ax.fill_between(grid, mean - std, mean + std, alpha=0.2, color=line.get_color())
     ax.set_xlabel("env steps")
     ax.set_ylabel(metric)
