@@ -230,7 +230,10 @@ class LoggerConfig:
 @dataclass
 class CheckpointConfig:
     snapshots: bool = True  # keep ckpt/iteration_<N>.pt at every evaluation
-    buffer_in_snapshots: bool = True  # snapshots hold the buffers too (resumable, but larger)
+    # Snapshots hold the buffers too (any can resume; ~buffer-sized each). false: networks,
+    # optimizers, normalisers and counters (what evaluation and analysis need); last.pt and
+    # ckpt_best.pt always hold everything.
+    buffer_in_snapshots: bool = False
 
 
 @dataclass
@@ -240,6 +243,10 @@ class ProfileConfig:
     enabled: bool = False  # run the profiling window instead of training (profile=true)
     updates: int = 300  # SAC updates in the window (after the random exploration steps)
     model_epochs: int = 2  # cap on the window's model fits
+    # Epochs a full model fit is assumed to take in the projection of a whole run's time (a
+    # real fit runs until the holdout score stops improving; on Hopper the first takes a few
+    # hundred epochs, later ones mostly 10 to 50).
+    fit_epochs: int = 20
     eval_episodes: int = 1  # episodes of the window's evaluation
     top_ops: int = 25  # rows of the operator table
     trace: bool = True  # write a torch.profiler trace (TensorBoard plugin / Perfetto)

@@ -23,53 +23,13 @@ from mbrl.rewarder import Rewarder
 from mbrl.rollout import rollout
 from mbrl.runtime.interrupt import StopRequest
 from mbrl.runtime.timer import PhaseTimer
+from mbrl.schedule import crossed, model_pool_size, pool_capacity, rollout_length
 
 SAC_FIELDS = ("obs", "act", "rew", "next_obs", "terminated")
 
 
 def _quiet(text: str) -> None:
     """A status sink that shows nothing."""
-
-
-def crossed(env_steps: int, every: int, step_size: int) -> bool:
-    """Whether the last step, of ``step_size`` env steps, reached a multiple of ``every``:
-    ``env_steps % every == 0`` for one env, the first step at or past the multiple for N."""
-    return env_steps // every > (env_steps - step_size) // every
-
-
-def run_length(cfg: Config) -> int:
-    """Env steps a run takes: ``total_steps``, rounded up to whole steps of the env copies."""
-    n = cfg.env.num_envs
-    return -(-cfg.total_steps // n) * n
-
-
-def mbpo_epoch(env_steps: int, cfg: Config) -> int:
-    """MBPO's epoch counter: epochs of ``epoch_length`` env steps *after* the initial random
-    exploration (mbpo.py's ``_epoch`` starts at 0 once ``init_steps`` are collected)."""
-    return max(env_steps - cfg.algorithm.init_steps, 0) // cfg.mbpo.epoch_length
-
-
-def rollout_length(env_steps: int, cfg: Config) -> int:
-    """MBPO's ``_set_rollout_length``: min_length up to min_epoch, then linear to max_length
-    at max_epoch, then constant. (A schedule with min_epoch == max_epoch jumps there.)"""
-    r, epoch = cfg.rollout, mbpo_epoch(env_steps, cfg)
-    if epoch <= r.min_epoch:
-        return r.min_length
-    dx = 1.0 if r.max_epoch == r.min_epoch else (epoch - r.min_epoch) / (r.max_epoch - r.min_epoch)
-    return int(min(dx, 1.0) * (r.max_length - r.min_length) + r.min_length)
-
-
-def model_pool_size(cfg: Config, length: int) -> int:
-    """MBPO's ``_reallocate_model_pool``: retain_epochs epochs of rollouts of ``length``."""
-    m = cfg.mbpo
-    rollouts_per_epoch = cfg.rollout.batch_size * m.epoch_length / m.model_train_freq
-    return cfg.rollout.retain_epochs * int(length * rollouts_per_epoch)
-
-
-def pool_capacity(cfg: Config) -> int:
-    """The pool is allocated once, at the size for the schedule's longest rollouts; SAC
-    samples only from the window ``model_pool_size(cfg, current length)`` of newest rows."""
-    return model_pool_size(cfg, max(cfg.rollout.min_length, cfg.rollout.max_length))
 
 
 class Run(Protocol):
@@ -102,7 +62,10 @@ def train(run: Run, stop: StopRequest) -> bool:
     while env.envstep_count < cfg.total_steps:
         if data.model_phase_due(env.envstep_count, n):  # every model_train_freq env steps:
             # train the model on D_env, then roll it out from D_env's states into D_model
-            run.after_model_phase(data.model_phase(env.envstep_count, gen, timer))
+            metrics = data.model_phase(env.envstep_count, gen, timer, stop.agreed)
+            if metrics is None:  # Ctrl-C during the fit: paused after an epoch, resumable
+                return True
+            run.after_model_phase(metrics)
         with timer.phase("env"):  # take an action in each env; add the transitions to D_env
             run.step_env()
         sac_metrics = None
@@ -130,8 +93,12 @@ class ModelFree:
         return self.real.offered > 0
 
     def model_phase(
-        self, env_steps: int, gen: torch.Generator, timer: PhaseTimer
-    ) -> dict[str, Any]:
+        self,
+        env_steps: int,
+        gen: torch.Generator,
+        timer: PhaseTimer,
+        stop: Callable[[], bool] | None = None,
+    ) -> dict[str, Any] | None:
         raise RuntimeError("model-free SAC has no model phase")
 
     def batch(self, batch_size: int, gen: torch.Generator) -> dict[str, Tensor]:
@@ -200,15 +167,26 @@ class MBPO:
         episode has ended)."""
         return self.real.offered > 0
 
-    def model_phase(self, env_steps: int, gen: torch.Generator, timer: PhaseTimer) -> dict:
+    def model_phase(
+        self,
+        env_steps: int,
+        gen: torch.Generator,
+        timer: PhaseTimer,
+        stop: Callable[[], bool] | None = None,
+    ) -> dict[str, Any] | None:
         """Fit the model (and rewarder) on all real data, then refill the pool with rollouts.
-        ``self.status`` hears what is happening (the progress bar shows it)."""
+        ``self.status`` hears what is happening (the progress bar shows it). None: ``stop()``
+        paused the fit after an epoch; the next call goes on with it."""
         with tf32_matmuls(self.tf32):
-            return self._model_phase(env_steps, gen, timer)
+            return self._model_phase(env_steps, gen, timer, stop)
 
     def _model_phase(
-        self, env_steps: int, gen: torch.Generator, timer: PhaseTimer
-    ) -> dict[str, Any]:
+        self,
+        env_steps: int,
+        gen: torch.Generator,
+        timer: PhaseTimer,
+        stop: Callable[[], bool] | None,
+    ) -> dict[str, Any] | None:
         status = self.status
         with timer.phase("model"):
             data = self.real.rows()
@@ -222,7 +200,10 @@ class MBPO:
                 on_epoch=lambda epoch, score: status(
                     f"model fit: epoch {epoch}, holdout {self.cfg.model.criterion} {score:.4g}"
                 ),
+                stop=stop,
             )
+        if metrics is None:
+            return None
         if metrics["model/nonfinite_rows"]:
             logging.getLogger(__name__).warning(
                 "step %d: %d real transitions hold NaN/inf; left out of the model fit",

@@ -21,8 +21,9 @@ from mbrl.config import Config
 from mbrl.envs import env_spec, episode_limit
 from mbrl.envs.vector import make_vector_env, resolve_vector, vector_dims
 from mbrl.evaluator import Evaluator
-from mbrl.mbpo import MBPO, ModelFree, crossed, run_length, train
+from mbrl.mbpo import MBPO, ModelFree, train
 from mbrl.runtime import checkpoint, distributed, report, runlock
+from mbrl.runtime.disk import checkpoint_sizes
 from mbrl.runtime.eta import RunClock
 from mbrl.runtime.interrupt import StopRequest
 from mbrl.runtime.logger import Logger
@@ -39,6 +40,7 @@ from mbrl.runtime.utils import (
 )
 from mbrl.runtime.validate import to_yaml
 from mbrl.runtime.wandb_sink import wandb_sink
+from mbrl.schedule import crossed, run_length
 
 RANK_SEED_STRIDE = 100_003  # rank r's envs and generators: seed + r * stride (rank 0: seed)
 
@@ -63,6 +65,7 @@ class Trainer:
         obs_dim, act_dim = vector_dims(envs)
         self.dims = (obs_dim, act_dim)
         check_memory(cfg, obs_dim, act_dim, self.device)  # before anything large is allocated
+        self.ckpt_sizes = checkpoint_sizes(self.config, obs_dim, act_dim, self.world)
         # Never more rows than the run can fill: a 15k-step run does not allocate 1M rows.
         capacity = min(cfg.buffer.capacity, run_length(cfg))
         self.buffer = ReplayBuffer(capacity, transition_fields(obs_dim, act_dim), self.device)
@@ -161,12 +164,11 @@ class Trainer:
 
     def run(self) -> float:
         """Train to ``total_steps``; returns the last evaluation's mean return. Ctrl-C stops
-        after the current step with a checkpoint in ``ckpt/last.pt`` (a second one at once)."""
-        cfg, stop = self.cfg, StopRequest()
+        after the current step (or model-fit epoch) with a checkpoint in ``ckpt/last.pt``."""
+        cfg, stop = self.cfg, StopRequest(lambda: self.progress.waiting_for())
         self.warm_up()
         if self.main:
             print(report.start_text(self), file=sys.stderr, flush=True)
-        # The ETA shows once a whole model-phase period has been timed (fits included).
         shown = cfg.logger.progress and self.main
         self.progress = Progress(cfg.total_steps, self.env_steps, shown, self.init_steps)
         self.data.status = self.progress.phase

@@ -7,6 +7,7 @@ import inspect
 import os
 import re
 
+import pytest
 import yaml
 
 from flows import EnsembleConditionalFlow
@@ -36,20 +37,21 @@ def _yaml_value(text: str) -> object:
     return yaml.safe_load(text)
 
 
-def test_readme_defaults_equal_the_dataclasses() -> None:
-    """Every row ``| `key` | `value` | ...`` of the README whose key is a config key."""
+@pytest.mark.parametrize("page", ["README.md", "docs/usage.md"])
+def test_the_key_tables_defaults_equal_the_dataclasses(page: str) -> None:
+    """Every row ``| `key` | `value` | ...`` of the page whose key is a config key."""
     flat = defaults()
     groups = yaml.safe_load(_read("conf", "config.yaml"))["defaults"]
     choices = {k: v for g in groups if isinstance(g, dict) for k, v in g.items()}
     checked = 0
-    for key, value in re.findall(r"^\| `([a-z_.]+)` \| `([^`|]*)` \|", _read("README.md"), re.M):
+    for key, value in re.findall(r"^\| `([a-z_.]+)` \| `([^`|]*)` \|", _read(page), re.M):
         if key in flat:
             assert _yaml_value(value) == flat[key], key
             checked += 1
         elif key in choices:
             assert value == choices[key], key
             checked += 1
-    assert checked >= 15  # the README's table is read (a format change would skip it)
+    assert checked >= 15  # the page's table is read (a format change would skip it)
 
 
 def _signature_defaults(fn: object) -> dict[str, object]:

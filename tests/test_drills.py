@@ -236,6 +236,33 @@ def test_ctrl_c_writes_last_pt_and_resumes_exactly(
     _assert_resumed_equals(uninterrupted["sac"], run, model=False)
 
 
+@pytest.mark.slow
+def test_ctrl_c_in_a_model_fit_stops_after_the_epoch_and_resumes_exactly(
+    uninterrupted: dict[str, str], tmp_path: str
+) -> None:
+    """Ctrl-C while the model fits (up to 25 epochs here; minutes on a real run): the run stops
+    after the current epoch, not the whole fit, says so, and its checkpoint holds the fit in
+    progress; resuming finishes that fit and the run equals the uninterrupted one."""
+    run = os.path.join(tmp_path, "run")
+    proc = _start(MBPO_RUN, run)
+    seen, reader = _stderr_reader(proc)
+    moment = _after(seen, "model fit: epoch", 750)
+    deadline = time.monotonic() + 300
+    while not moment() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.001)
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=120)
+    reader.join(timeout=5)
+    text = "".join(seen)
+    assert proc.returncode == 130, text[-2000:]
+    assert "stopping after this model-fit epoch" in text
+    assert "stopped (Ctrl-C) at step 750" in text
+    paused = load(os.path.join(run, "ckpt", "last.pt"))["algorithm"]["model_trainer"]["paused"]
+    assert paused is not None and 1 <= paused["epoch"] < 25
+    _finish(["resume=" + run], run)
+    _assert_resumed_equals(uninterrupted["mbpo"], run, model=True)
+
+
 def test_short_run_writes_its_last_step_to_every_log(tmp_path: str) -> None:
     run = os.path.join(tmp_path, "run")
     _finish(

@@ -15,9 +15,11 @@ from torch import Tensor, nn
 
 from mbrl.agents import SAC
 from mbrl.config import Config, SACConfig
-from mbrl.mbpo import MBPO, model_pool_size, pool_capacity, rollout_length
+from mbrl.mbpo import MBPO
 from mbrl.models import DynamicsModel, GaussianEnsemble, ModelTrainer
+from mbrl.models.fit_step import FitProgress
 from mbrl.runtime.validate import validate
+from mbrl.schedule import model_pool_size, pool_capacity, rollout_length
 from mbrl.trainer import Trainer
 
 from test_trainer import tiny_config
@@ -489,7 +491,10 @@ def test_early_stopping_and_elites_judge_holdout_mse_not_nll(
 
     monkeypatch.setattr(trainer, "_epoch", scripted_epoch)
     hold = torch.arange(100)
-    ran, _ = trainer._train(x, y, torch.zeros(members, 400, dtype=torch.long), hold, gen, None)
+    boot = torch.zeros(members, 400, dtype=torch.long)
+    fit = FitProgress(torch.arange(100, 500), hold, boot, dropped=0)
+    assert trainer._train(x, y, fit, gen, None)
+    ran = fit.epoch
 
     def scores(shift: Tensor, raw: Tensor) -> tuple[list[float], list[float]]:
         yh = y[hold][None]  # [1, 100, dim]; each member predicts its constant shift

@@ -80,12 +80,12 @@ def test_flows_never_imports_mbrl() -> None:
             assert not [d for d in _imports(path, known) if d.startswith("mbrl")], m
 
 
-def test_the_readme_layout_names_files_that_exist() -> None:
-    """Every file or folder the README's layout section names (the first word of a line)
-    exists where it says, and every module of mbrl/ and flows/ at the top level is named."""
-    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+def test_the_layout_page_names_files_that_exist() -> None:
+    """Every file or folder docs/layout.md names (the first word of a line) exists where it
+    says, and every module of mbrl/ and flows/ at the top level is named."""
+    with open(os.path.join(ROOT, "docs", "layout.md"), encoding="utf-8") as f:
         text = f.read()
-    block = text.split("## Layout", 1)[1].split("```", 2)[1]
+    block = text.split("```", 2)[1]
     top, named = "", set()
     for line in block.splitlines():
         if not line.strip() or line.startswith(" " * 10):  # a continued description
@@ -97,11 +97,12 @@ def test_the_readme_layout_names_files_that_exist() -> None:
         else:
             path = os.path.join(top, word)
         named.add(os.path.normpath(path))
-        assert os.path.exists(os.path.join(ROOT, path)), f"README layout names {path}"
+        assert os.path.exists(os.path.join(ROOT, path)), f"docs/layout.md names {path}"
     for pkg in PACKAGES:
         for name in os.listdir(os.path.join(ROOT, pkg)):
             if (name.endswith(".py") and name != "__init__.py") or (
                 os.path.isdir(os.path.join(ROOT, pkg, name)) and not name.startswith("__")
             ):
                 rel = os.path.join(pkg, name)
-                assert any(n == rel or n.startswith(rel) for n in named), f"{rel} not in README"
+                listed = any(n == rel or n.startswith(rel) for n in named)
+                assert listed, f"{rel} not in docs/layout.md"

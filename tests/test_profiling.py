@@ -12,14 +12,21 @@ from test_cli import TINY
 
 
 def test_profile_window_writes_tables_and_trace(train_cmd: list[str], tmp_path: str) -> None:
-    run_dir = os.path.join(tmp_path, "prof")
+    """In its own folder, runs/profile/<env>/<date>; no resume command (a window is not a run
+    to go on with); none of the profiler's C++ log lines across the bar; what was capped."""
     # (init_steps: one 200-step Pendulum episode, so the window's model phase has real rows)
     args = [a for a in TINY if not a.startswith(("total_steps", "algorithm.init_steps"))]
     args.append("algorithm.init_steps=200")
-    cmd = [*train_cmd, *args, "profile=true", "profile.updates=20", f"hydra.run.dir={run_dir}"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    cmd = [*train_cmd, *args, "profile=true", "profile.updates=20"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    (run_dir,) = glob.glob(os.path.join(tmp_path, "runs", "profile", "pendulum", "*"))
+    assert not glob.glob(os.path.join(tmp_path, "runs", "pendulum"))
+    assert "resume=" not in proc.stderr and "estimated time to finish" not in proc.stderr
+    assert "profiler_start" not in proc.stderr and "USDT:" not in proc.stderr
     assert "profiling window" in proc.stdout and "top operators by self time" in proc.stdout
+    assert "1 model fit capped at 2 epochs" in proc.stdout
+    assert "a whole run of this config (15,000 env steps)" in proc.stdout
     prof = os.path.join(run_dir, "log", "profile")
     with open(os.path.join(prof, "phases.json"), encoding="utf-8") as f:
         phases = json.load(f)
@@ -30,6 +37,10 @@ def test_profile_window_writes_tables_and_trace(train_cmd: list[str], tmp_path: 
         assert by_name[name]["seconds"] > 0 and by_name[name]["rate"] > 0, name
     assert abs(sum(p["share"] for p in phases["phases"]) - 1.0) < 1e-6
     assert phases["window"]["sac_updates"] == 20
+    assert phases["window"]["model_phases"] == 1
+    projected = phases["projection"]["seconds"]
+    assert set(projected) == {"env", "sac", "eval", "model", "rollout"}
+    assert all(seconds > 0 for seconds in projected.values())
     with open(os.path.join(prof, "phases.txt"), encoding="utf-8") as f:
         assert "updates/s" in f.read()
     with open(os.path.join(prof, "ops.txt"), encoding="utf-8") as f:

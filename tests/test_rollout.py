@@ -8,10 +8,10 @@ from mbrl.agents import SAC
 from mbrl.buffer import ReplayBuffer, transition_fields
 from mbrl.config import Config, FlowConfig, RewarderConfig, SACConfig
 from mbrl.envs import env_spec
-from mbrl.mbpo import pool_capacity
 from mbrl.models import DynamicsModel
 from mbrl.rewarder import Rewarder
 from mbrl.rollout import rollout
+from mbrl.schedule import pool_capacity
 
 from tests_support import tiny_model_config
 

@@ -135,12 +135,45 @@ def _assert_same(a: object, b: object, path: str) -> None:
         assert a == b, path
 
 
-def test_snapshots_without_buffer_are_smaller(tmp_path: str) -> None:
+def test_snapshots_hold_no_buffers_and_the_estimate_fits_the_files(tmp_path: str) -> None:
+    """By default every iteration_<N>.pt holds the networks, optimizers and counters but not
+    the buffers; last.pt and ckpt_best.pt hold everything (ckpt_best.pt can resume). The
+    start block's estimate of the files' sizes is within 25 % of what is written."""
+    from mbrl.runtime.disk import checkpoint_sizes
+
     run = os.path.join(tmp_path, "run")
-    Trainer(tiny_config(total_steps=200, **{"checkpoint.buffer_in_snapshots": False}), run).run()
-    snap = load(os.path.join(run, "ckpt", "iteration_200.pt"))
-    assert "buffers" not in snap and "agent" in snap
-    assert "buffers" in load(os.path.join(run, "ckpt", "last.pt"))
+    kw = {
+        "algorithm.name": "mbpo",
+        "model.max_epochs": 1,
+        "mbpo.epoch_length": 250,  # the pool's window: one phase of 20 000 one-step rollouts
+        "rollout.batch_size": 20_000,
+        "rollout.min_length": 1,
+        "rollout.max_length": 1,
+    }
+    cfg = tiny_config(total_steps=400, **kw)
+    Trainer(cfg, run).run()
+    ckpt = os.path.join(run, "ckpt")
+    snap, last = load(os.path.join(ckpt, "iteration_400.pt")), load(os.path.join(ckpt, "last.pt"))
+    assert "buffers" not in snap and "agent" in snap and "algorithm" in snap
+    assert "buffers" in last and "buffers" in load(os.path.join(ckpt, "ckpt_best.pt"))
+    # (at step 400 the model has been fit once and the pool is full, as at a run's end)
+    size = {n: os.path.getsize(os.path.join(ckpt, n)) for n in ("iteration_400.pt", "last.pt")}
+    assert size["last.pt"] - size["iteration_400.pt"] > 20_000 * 100  # the pool's rows
+    est = checkpoint_sizes(cfg, 11, 3)
+    assert est.snapshots == 3  # evaluations at 200, 400 and the last step's (the same)
+    assert 0.75 < size["iteration_400.pt"] / est.snapshot < 1.25
+    assert 0.75 < size["last.pt"] / est.full < 1.25
+
+
+def test_a_run_whose_checkpoints_cannot_fit_on_the_disk_is_refused(tmp_path: str) -> None:
+    """10 million evaluations' snapshots: more than any disk here; refused before start."""
+    from mbrl.config import ConfigError
+    from mbrl.runtime.disk import check_disk
+
+    cfg = tiny_config("pendulum", total_steps=10_000_000, **{"eval.every": 1})
+    with pytest.raises(ConfigError, match=r"checkpoints would take .* free: .*snapshots=false"):
+        check_disk(cfg, 3, 1, os.path.join(tmp_path, "not", "yet", "made"))
+    assert os.listdir(tmp_path) == []
 
 
 @pytest.mark.parametrize("env", sorted(ENVS))

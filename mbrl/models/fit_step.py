@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -35,6 +36,38 @@ def minibatches(order: Tensor, batch_size: int, steps: int) -> tuple[Tensor, Ten
     split = (e, steps, batch_size)
     idx = order[:, :total].reshape(split).transpose(0, 1)
     return idx, weight.view(split).transpose(0, 1).contiguous()  # (one layout: one graph)
+
+
+@dataclass
+class FitProgress:
+    """A model fit between two epochs: everything a stopped fit needs to go on exactly as an
+    uninterrupted one (with the model's weights, normalisers and optimizer state, which the
+    checkpoint holds anyway). ``best``/``snapshot``: each member's best holdout score and the
+    per-member parameters of its best epoch."""
+
+    train_idx: Tensor
+    hold_idx: Tensor
+    boot: Tensor  # [E, n_train] each member's bootstrap resample of the training rows
+    dropped: int  # rows left out for a non-finite value
+    epoch: int = 0
+    stale: int = 0  # epochs since a member last improved
+    seconds: float = 0.0  # time spent so far (model.max_seconds)
+    train_loss: Tensor = field(default_factory=lambda: torch.zeros(()))
+    best: Tensor | None = None
+    snapshot: list[Tensor] = field(default_factory=list)
+
+    def state_dict(self) -> dict[str, Any]:
+        return dict(vars(self))
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any], device: torch.device) -> FitProgress:
+        moved: dict[str, Any] = {}
+        for key, value in state.items():
+            if key == "snapshot":
+                moved[key] = [t.to(device) for t in value]
+            else:
+                moved[key] = value.to(device) if isinstance(value, Tensor) else value
+        return cls(**moved)
 
 
 class FitStep:

@@ -23,7 +23,7 @@ from torch import Tensor
 from mbrl.compiled import Compiled
 from mbrl.config import ModelConfig
 from mbrl.models.dynamics import DynamicsModel, build_density
-from mbrl.models.fit_step import FitStep, minibatches
+from mbrl.models.fit_step import FitProgress, FitStep, minibatches
 from mbrl.optim import AMP_DTYPES, GuardedStep, adam
 from mbrl.runtime import distributed
 
@@ -69,6 +69,7 @@ class ModelTrainer:
         self._train_rows = 0
         # One optimizer step per minibatch: eager, compiled, or one CUDA graph replay.
         self.step = FitStep(model, self._step, self._autocast, compile, graphs)
+        self.paused: FitProgress | None = None  # a fit stopped between two epochs (Ctrl-C)
 
     def warm_up(self) -> Compiled | None:
         """Compile the minibatch step now (on copies; see :meth:`FitStep.warm_up`)."""
@@ -88,60 +89,77 @@ class ModelTrainer:
         rew: Tensor,
         generator: torch.Generator,
         on_epoch: EpochHook | None = None,
-    ) -> dict[str, Any]:
+        stop: Callable[[], bool] | None = None,
+    ) -> dict[str, Any] | None:
         """Fit on N real transitions ([N, ...] device tensors). Rows holding a non-finite
         value are left out and counted; a model whose weights went non-finite is initialised
-        afresh first (counted). ``on_epoch(epoch, holdout score as logged)`` runs after each epoch.
-        Returns ``model/*`` metrics."""
+        afresh first (counted). ``on_epoch(epoch, holdout score as logged)`` runs after each
+        epoch. Returns ``model/*`` metrics; None when ``stop()`` said so after an epoch: the
+        fit is then paused (its state is in :meth:`state_dict`) and the next call with the
+        same data goes on from that epoch."""
         model = self.model
-        self._reinit_if_nonfinite()
         inputs, target = torch.cat([obs, act], -1), model.targets(obs, next_obs, rew)
-        inputs, target, dropped = _finite_rows(inputs, target)
-        train_idx, hold_idx = self._split(inputs.shape[0], generator)
-        model.fit_normalizers(inputs[train_idx], target[train_idx])  # as MBPO: training rows
+        if self.paused is None:
+            self._reinit_if_nonfinite()
+            inputs, target, dropped = _finite_rows(inputs, target)
+            train_idx, hold_idx = self._split(inputs.shape[0], generator)
+            model.fit_normalizers(inputs[train_idx], target[train_idx])  # as MBPO: training rows
+            # Bootstrap: each member its own resample (with replacement) of the training rows.
+            n, dev = train_idx.shape[0], inputs.device
+            draw = torch.randint(0, n, (self.cfg.members, n), generator=generator, device=dev)
+            fit = FitProgress(train_idx, hold_idx, train_idx[draw], dropped)
+        else:  # (a paused fit: the same rows, split and resamples)
+            inputs, target, _ = _finite_rows(inputs, target)
+            fit = self.paused
         x, y = model.in_norm(inputs), model.out_norm(target)
-        self._train_rows = train_idx.shape[0]
-        # Bootstrap: each member its own resample (with replacement) of the training rows.
-        n = train_idx.shape[0]
-        shape = (self.cfg.members, n)
-        boot = train_idx[torch.randint(0, n, shape, generator=generator, device=x.device)]
-        start = time.perf_counter()
-        epochs, train_loss = self._train(x, y, boot, hold_idx, generator, on_epoch)
-        metrics = self._finish(x[hold_idx], y[hold_idx], train_loss, epochs, start)
-        return metrics | {"model/nonfinite_rows": dropped, "model/reinits": self.reinits}
+        self._train_rows = fit.train_idx.shape[0]
+        start = time.perf_counter() - fit.seconds
+        if not self._train(x, y, fit, generator, on_epoch, stop):
+            self.paused = fit
+            return None
+        self.paused = None
+        hold = fit.hold_idx
+        metrics = self._finish(x[hold], y[hold], fit.train_loss, fit.epoch, start)
+        return metrics | {"model/nonfinite_rows": fit.dropped, "model/reinits": self.reinits}
 
     def _train(
         self,
         x: Tensor,
         y: Tensor,
-        boot: Tensor,
-        hold_idx: Tensor,
+        fit: FitProgress,
         gen: torch.Generator,
         on_epoch: EpochHook | None,
-    ) -> tuple[int, Tensor]:
-        """Epochs until early stopping (or a cap); each member ends at its best epoch."""
-        best = torch.full((self.cfg.members,), float("inf"), device=x.device)
-        snapshot = [p.detach().clone() for p in self._members]
-        start, epoch, stale, train_loss = time.perf_counter(), 0, 0, torch.zeros(())
+        stop: Callable[[], bool] | None = None,
+    ) -> bool:
+        """Epochs until early stopping (or a cap); each member ends at its best epoch. False:
+        ``stop()`` paused the fit after an epoch (``fit`` holds where it is)."""
+        if fit.best is None:
+            fit.best = torch.full((self.cfg.members,), float("inf"), device=x.device)
+            fit.snapshot = [p.detach().clone() for p in self._members]
+        start, hold_idx = time.perf_counter() - fit.seconds, fit.hold_idx
         while True:
-            train_loss = self._epoch(x, y, boot, gen)
-            epoch += 1
+            fit.train_loss = self._epoch(x, y, fit.boot, gen)
+            fit.epoch += 1
             # (Several ranks: the mean over their holdout rows, so that all stop together.)
             hold = distributed.mean(self.holdout_score(x[hold_idx], y[hold_idx]))
+            best = fit.best
             improved = (best - hold) / best.abs().clamp_min(1e-8) > self.cfg.improvement
             improved |= torch.isinf(best) & torch.isfinite(hold)
-            best = torch.where(improved, hold, best)
-            self._keep_improved(snapshot, improved)
+            fit.best = torch.where(improved, hold, best)
+            self._keep_improved(fit.snapshot, improved)
             # The one host read of the epoch: did any member improve, and the mean best score.
-            read = torch.stack([improved.any().float(), self._shown_score(best)])
+            read = torch.stack([improved.any().float(), self._shown_score(fit.best)])
             any_improved, score = read.tolist()  # sync-ok: once per epoch (early stopping)
-            stale = 0 if any_improved else stale + 1
+            fit.stale = 0 if any_improved else fit.stale + 1
+            fit.seconds = time.perf_counter() - start
             if on_epoch is not None:
-                on_epoch(epoch, score)
-            if self._done(epoch, stale, start):
+                on_epoch(fit.epoch, score)
+            if self._done(fit.epoch, fit.stale, start):
                 break
-        self._restore(snapshot)
-        return epoch, train_loss
+            if stop is not None and stop():
+                return False
+        self._restore(fit.snapshot)
+        return True
 
     def _shown_score(self, best: Tensor) -> Tensor:
         """The elites-to-be's mean best holdout score in the logged metric's units (raw
@@ -261,6 +279,7 @@ class ModelTrainer:
             "fits": self.fits,
             "reinits": self.reinits,
             "nonfinite_steps": self._step.skipped.clone(),
+            "paused": None if self.paused is None else self.paused.state_dict(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -270,3 +289,5 @@ class ModelTrainer:
         self.fits = state["fits"]
         self.reinits = state.get("reinits", 0)
         self._step.skipped.copy_(state["nonfinite_steps"])
+        paused = state.get("paused")
+        self.paused = None if paused is None else FitProgress.from_state(paused, self.model.device)

@@ -1,8 +1,9 @@
 """Checkpoint files: atomic writes (temp file + rename), clear errors on bad files.
 
-``ckpt/last.pt`` always holds the full state for resume; ``ckpt/iteration_<N>.pt`` (N = env
-steps) and ``ckpt/ckpt_best.pt`` are hard links to the same bytes when they hold the same
-state, so writing all three costs one serialisation.
+``ckpt/last.pt`` and ``ckpt/ckpt_best.pt`` hold the full state (any of them can resume);
+``ckpt/iteration_<N>.pt`` (N = env steps) holds it without the buffers unless
+``checkpoint.buffer_in_snapshots``. Files that hold the same bytes are hard links, so each
+state is serialised once.
 """
 
 from __future__ import annotations
@@ -146,6 +147,14 @@ def check_layout(state: dict[str, Any], run_dir: str, world: int, num_envs: int)
         )
 
 
+def without_buffers(state: dict[str, Any]) -> dict[str, Any]:
+    """The state without the buffers (every rank's): a snapshot for evaluation and analysis."""
+    slim = {k: v for k, v in state.items() if k != "buffers"}
+    if "ranks" in slim:
+        slim["ranks"] = [{k: v for k, v in r.items() if k != "buffers"} for r in slim["ranks"]]
+    return slim
+
+
 class CheckpointManager:
     """Writes ``last.pt`` / ``iteration_<N>.pt`` / ``ckpt_best.pt`` under ``<run>/ckpt``."""
 
@@ -166,16 +175,12 @@ class CheckpointManager:
 
     def save(self, state: dict[str, Any], step: int, is_best: bool) -> None:
         save_atomic(state, self.last_path)
-        targets = [os.path.join(self.dir, f"iteration_{step}.pt")] if self.snapshots else []
         if is_best:
-            targets.append(self.best_path)
-        if not targets:
+            link_or_copy(self.last_path, self.best_path)
+        if not self.snapshots:
             return
+        snapshot = os.path.join(self.dir, f"iteration_{step}.pt")
         if self.buffer_in_snapshots:
-            for path in targets:
-                link_or_copy(self.last_path, path)
-            return
-        slim = {k: v for k, v in state.items() if k != "buffers"}
-        save_atomic(slim, targets[0])
-        for path in targets[1:]:
-            link_or_copy(targets[0], path)
+            link_or_copy(self.last_path, snapshot)
+        else:
+            save_atomic(without_buffers(state), snapshot)

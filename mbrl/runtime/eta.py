@@ -60,7 +60,10 @@ class RunClock:
         return cls(cfg, dict.fromkeys(PHASE_TIMERS, 0.0))
 
     def ready(self, env_steps: int) -> bool:
-        """Every phase with work left has been timed in this process (SAC: MIN_UPDATES)."""
+        """Every phase with work left has been timed in this process (SAC: MIN_UPDATES).
+        Never in a profiling window: its report projects the run it stands for instead."""
+        if self.cfg.profile.enabled:
+            return False
         for phase, left in work_left(self.cfg, env_steps).items():
             done = self.done[phase]
             if left > 0 and (done <= 0 or (phase == "sac" and done < MIN_UPDATES)):

@@ -1,4 +1,4 @@
-"""Ctrl-C during training: finish the current step, checkpoint, then stop.
+"""Ctrl-C during training: finish the current step (or model-fit epoch), checkpoint, then stop.
 
 A KeyboardInterrupt raised at an arbitrary line could land between two writes of one update
 (a buffer half written, an optimizer half stepped); the checkpoint taken then would hold a
@@ -11,6 +11,7 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from types import FrameType, TracebackType
 from typing import Any
 
@@ -21,8 +22,9 @@ class StopRequest:
     """``with StopRequest() as stop: ... if stop.requested: ...`` (main thread only; a no-op
     elsewhere, e.g. under a launcher that runs jobs in threads)."""
 
-    def __init__(self) -> None:
-        self.requested = False
+    def __init__(self, waiting_for: Callable[[], str] = lambda: "the current step") -> None:
+        """``waiting_for()``: what the loop finishes before it stops (for the message)."""
+        self.requested, self.waiting_for = False, waiting_for
         self._previous: Any = None
         self._installed = False
 
@@ -42,8 +44,8 @@ class StopRequest:
             raise KeyboardInterrupt
         self.requested = True
         print(
-            "\nstopping after the current step, then writing ckpt/last.pt "
-            "(Ctrl-C again to quit at once, without it)",
+            f"\nstopping after {self.waiting_for()}, then writing ckpt/last.pt, from which "
+            "resume= continues exactly (Ctrl-C again to quit at once, without it)",
             file=sys.stderr,
             flush=True,
         )

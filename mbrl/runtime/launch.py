@@ -23,6 +23,8 @@ from mbrl.config import Config, ConfigError
 from mbrl.envs import env_dims, make_env
 from mbrl.runtime import distributed, runlock
 from mbrl.runtime.checkpoint import CheckpointError, check_layout, load
+from mbrl.runtime.disk import check_disk
+from mbrl.runtime.idle import idle_sweeps, swept_values
 from mbrl.runtime.memory import check_memory
 from mbrl.runtime.utils import resolve_device
 from mbrl.runtime.validate import check_key, validate
@@ -102,10 +104,9 @@ def rank_argv(argv: list[str]) -> list[str]:
 def register_resolvers() -> None:
     """Resolvers used by ``conf/config.yaml``'s ``hydra:`` section."""
     if not OmegaConf.has_resolver("run_dir"):
-        # A resumed run writes into its own folder; a new run gets runs/<env>/<date_time>.
-        OmegaConf.register_new_resolver(
-            "run_dir", lambda resume, default: default if resume is None else str(resume)
-        )
+        # A resumed run writes into its own folder; a new run gets runs/<env>/<date_time>,
+        # a profiling window runs/profile/<env>/<date_time>.
+        OmegaConf.register_new_resolver("run_dir", run_folder)
     if not OmegaConf.has_resolver("short_dirname"):
         # Multirun job folders are named after their overrides; long override lists would
         # exceed the file-name limit, so they are cut and made unique with a hash.
@@ -118,6 +119,12 @@ def register_resolvers() -> None:
                 ".hydra" if resume is None else f".hydra/resume_{time.strftime('%Y%m%d_%H%M%S')}"
             ),
         )
+
+
+def run_folder(resume: str | None, profile: bool, root: str, name: str) -> str:
+    if resume is not None:
+        return str(resume)
+    return os.path.join(root, "profile", name) if profile else os.path.join(root, name)
 
 
 def short_dirname(name: str, limit: int = 120) -> str:
@@ -185,7 +192,8 @@ def _literal_run_dir(config: DictConfig, cfg: Config) -> str | None:
 
 def check_before_start(config: DictConfig, lock: bool = True) -> Config:
     """Everything that must fail before a file is written: the config, the checkpoint to
-    resume, whether the buffers fit in memory, and whether another run holds the folder."""
+    resume, whether the buffers fit in memory and the checkpoints on the disk, and whether
+    another run holds the folder."""
     cfg = resolve(config, list(config.hydra.overrides.task))
     world = distributed.world_size()
     distributed.check_world(cfg, world)
@@ -194,9 +202,12 @@ def check_before_start(config: DictConfig, lock: bool = True) -> Config:
         state = load(path, env_name=cfg.env.name, mmap=True)
         check_layout(state, cfg.resume, world, cfg.env.num_envs)
     env = make_env(cfg.env.name, cfg.env.max_episode_steps, version=cfg.env.version)
-    check_memory(cfg, *env_dims(env), resolve_device(cfg.device))
+    dims = env_dims(env)
     env.close()
-    run_dir = _literal_run_dir(config, cfg) if lock and distributed.is_main() else None
+    check_memory(cfg, *dims, resolve_device(cfg.device))
+    folder = _literal_run_dir(config, cfg)
+    check_disk(cfg, *dims, folder or os.path.join("runs", cfg.env.name), world)
+    run_dir = folder if lock and distributed.is_main() else None
     if run_dir is not None:
         runlock.acquire(run_dir)  # held until the process ends (the trainer reuses it)
     return cfg
@@ -215,9 +226,12 @@ class ValidateCallback(Callback):
         # Sweep values are applied per job (each job's trainer checks and locks its folder);
         # the shared part can be checked now.
         try:
-            check_before_start(config, lock=False)
+            base = check_before_start(config, lock=False)
         except (ConfigError, CheckpointError) as err:
             _fail(err)
+        sweeps = swept_values(list(config.hydra.overrides.task), CONFIG_GROUPS)
+        for line in idle_sweeps(base, sweeps):  # before the jobs: they would all be one run
+            print(line, file=sys.stderr, flush=True)
 
 
 def run(cfg: DictConfig) -> float:

@@ -14,7 +14,7 @@ import os
 import torch
 
 from mbrl.config import Config, ConfigError
-from mbrl.mbpo import pool_capacity, run_length
+from mbrl.schedule import pool_capacity, run_length
 
 HEADROOM = 0.9  # of the free memory the buffers may take; the rest is networks and workspace
 

@@ -52,6 +52,13 @@ class Progress:
             bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}, {rate_fmt}{postfix}]",
         )
         self._postfix: dict[str, str] = {}
+        self.current = ""  # the phase named now
+
+    def waiting_for(self) -> str:
+        """What a stop waits for now: the model fit's epoch, or the step."""
+        if self.current.startswith("model fit"):
+            return "this model-fit epoch (the fit goes on from there on resume)"
+        return "the current step"
 
     def write(self, text: str) -> None:
         """Print above the bar (or plainly, with the bar off)."""
@@ -62,6 +69,7 @@ class Progress:
 
     def phase(self, text: str) -> None:
         """Name what the loop is doing now ("": it steps the env and trains)."""
+        self.current = text
         if self.enabled:
             self.bar.set_description_str(text or self._idle, refresh=bool(text))
 

@@ -13,6 +13,8 @@ from mbrl.compiled import Compiled
 from mbrl.config import Config
 from mbrl.envs import env_spec
 from mbrl.envs.vector import resolve_vector
+from mbrl.runtime.disk import CheckpointSizes
+from mbrl.runtime.idle import warnings_for
 from mbrl.runtime.memory import buffer_bytes
 from mbrl.runtime.progress import duration, episodes, megabytes, start_block
 from mbrl.runtime.speed import CompileChoice
@@ -30,6 +32,7 @@ class Run(Protocol):
     model_amp: str
     compiling: CompileChoice
     compiled: dict[str, Compiled]  # what was compiled: warm-up time, failure
+    ckpt_sizes: CheckpointSizes
     dims: tuple[int, int]
     resumed_at: int | None
     timer: PhaseTimer
@@ -75,6 +78,7 @@ def start_text(t: Run) -> str:
         "steps": f"{t.env_steps} -> {cfg.total_steps} (random until {cfg.algorithm.init_steps}; "
         f"eval every {cfg.eval.every} steps, {episodes(cfg.eval.episodes)})",
         "memory": memory,
+        "checkpoints": t.ckpt_sizes.text(),
     }
     if t.world > 1:
         lines["processes"] = f"{t.world} (torchrun); each rank takes 1/{t.world} of every batch"
@@ -88,7 +92,8 @@ def start_text(t: Run) -> str:
         lines["watch"] = f"tensorboard --logdir {os.path.join(t.run_dir, 'log', 'tb')}"
     gym_id = env_spec(cfg.env.name).version(cfg.env.version).gym_id
     title = f"FlowMBPO: {_what(t)} on {cfg.env.name} ({gym_id}, obs {obs_dim}, act {act_dim})"
-    return f"{title}, seed {cfg.seed}\n{start_block(lines)}"
+    warnings = "".join(f"\n{line}" for line in warnings_for(cfg))  # settings that cannot act
+    return f"{title}, seed {cfg.seed}\n{start_block(lines)}{warnings}"
 
 
 def resume_command(run_dir: str) -> str:
@@ -130,4 +135,6 @@ def summary_text(t: Run, outcome: str) -> str:
         "checkpoints": f"{ckpt_dir}: {', '.join(files)}",
         "resume": resume,
     }
+    if cfg.profile.enabled:  # a window of a run, not one to go on with
+        del lines["resume"]
     return f"{head}\n{start_block(lines)}"

@@ -78,7 +78,9 @@ def _check_ranges(c: Config) -> None:
     _check_agent(c.agent)
     _check_model(c.model)
     _check_mbpo(c)
-    _positive("profile", c.profile, "updates", "model_epochs", "eval_episodes", "top_ops")
+    _positive(
+        "profile", c.profile, "updates", "model_epochs", "fit_epochs", "eval_episodes", "top_ops"
+    )
 
 
 def _positive(prefix: str, obj: object, *keys: str) -> None:

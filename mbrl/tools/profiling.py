@@ -3,25 +3,37 @@ and report where the time goes (phase table, operator table, a trace for TensorB
 
 The window is the real loop with a shortened config: random exploration up to the first
 model phase, one model fit (capped at ``profile.model_epochs`` epochs) with its rollouts,
-``profile.updates`` SAC updates, one evaluation and one checkpoint.
+``profile.updates`` SAC updates, one evaluation and one checkpoint. Being capped, the window's
+shares are not a run's: the report also projects a whole run's time per phase from the
+window's rates and the run's schedule (:mod:`mbrl.tools.projection`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import math
 import os
+import re
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
 
 from mbrl.config import Config
+from mbrl.runtime.progress import duration
 from mbrl.runtime.speed import resolve_amp, resolve_compile
 from mbrl.runtime.timer import PhaseTimer
 from mbrl.runtime.utils import resolve_device
+from mbrl.tools.projection import Rates, fit_epochs, project
 from mbrl.trainer import Trainer
 
+# torch.profiler's C++ side (kineto) logs lines such as "USDT:2026-01-01 12:00:00 1:1
+# SyncActivityProfilerHandler.cpp:52] profiler_start" straight to file descriptor 2.
+KINETO_LINE = re.compile(r"^[A-Z]+:\d{4}-\d\d-\d\d [\d:]+ \d+:\d+ \S+\.cpp:\d+\]")
 PHASES = ("env", "model", "rewarder", "rollout", "sac", "eval", "log", "checkpoint", "profiler")
 
 
@@ -53,7 +65,7 @@ def phase_table(trainer: Trainer, counts: dict[str, float], wall: float) -> list
         "env": "env steps/s",
         "sac": "updates/s",
         "rollout": "transitions/s",
-        "model": "samples/s",
+        "model": "rows/s",  # rows x epochs, each row through every member
         "eval": "episodes/s",
     }
     for name in [*PHASES, "other"]:
@@ -98,47 +110,135 @@ def run_profile(cfg: Config, run_dir: str) -> dict[str, Any]:
     start = wcfg.algorithm.init_steps
     active = wcfg.total_steps - start
     sched = schedule(wait=max(start - 1, 0), warmup=1 if start > 0 else 0, active=active, repeat=1)
-    with profile(activities=activities, on_trace_ready=handler, schedule=sched) as prof:
+    prof = profile(activities=activities, on_trace_ready=handler, schedule=sched)
+    quiet = lambda: without_kineto_lines(trainer.progress.write)  # noqa: E731
 
-        def step() -> None:
-            with trainer.timer.phase("profiler"):  # the profiler's own bookkeeping
-                prof.step()
+    def step() -> None:
+        with trainer.timer.phase("profiler"), quiet():  # the profiler's own bookkeeping
+            prof.step()
 
+    with quiet():
+        prof.start()
+    try:
         trainer.step_hook = step
         trainer.run()
         wall = trainer.timer.wall()  # before the trace is written out
+    finally:
+        with quiet():
+            prof.stop()
     counts = _counts(trainer, run_dir)
     rows = phase_table(trainer, counts, wall)
     table = format_phases(rows, wall)
+    projected = project(cfg, rates(trainer, counts))
     sort_key = "self_cuda_time_total" if trainer.device.type == "cuda" else "self_cpu_time_total"
     ops = prof.key_averages().table(sort_by=sort_key, row_limit=cfg.profile.top_ops)
-    with open(os.path.join(out_dir, "phases.txt"), "w", encoding="utf-8") as f:
-        f.write(table + "\n")
-    with open(os.path.join(out_dir, "phases.json"), "w", encoding="utf-8") as f:
-        json.dump(
-            {
-                "wall_seconds": wall,
-                "device": str(trainer.device),
-                "phases": rows,
-                "window": {"env_steps": wcfg.total_steps, "sac_updates": trainer.updates},
-                "compile_warmup_s": {k: c.seconds for k, c in trainer.compiled.items()},
-            },
-            f,
-            indent=2,
-        )
-    with open(os.path.join(out_dir, "ops.txt"), "w", encoding="utf-8") as f:
-        f.write(ops + "\n")
+    window = {
+        "env_steps": trainer.env_steps,
+        "random_steps": wcfg.algorithm.init_steps,
+        "sac_updates": trainer.updates,
+        "model_phases": counts.get("model_phases", 0.0),
+        "model_epochs_cap": wcfg.model.max_epochs if cfg.algorithm.name == "mbpo" else None,
+    }
+    _write(out_dir, "phases.txt", table)
+    _write(out_dir, "ops.txt", ops)
+    summary = {
+        "wall_seconds": wall,
+        "device": str(trainer.device),
+        "phases": rows,
+        "window": window,
+        "projection": {"seconds": projected, "fit_epochs_assumed": fit_epochs(cfg)},
+        "compile_warmup_s": {k: c.seconds for k, c in trainer.compiled.items()},
+    }
+    _write(out_dir, "phases.json", json.dumps(summary, indent=2))
     warm = "".join(f", {k} compiled in {c.seconds or 0:.1f} s" for k, c in trainer.compiled.items())
     print(
-        f"\nprofiling window: {wcfg.total_steps} env steps, {trainer.updates} SAC updates, "
-        f"device {trainer.device}{warm} (before the window)\n{table}\n\n"
-        f"top operators by self time:\n{ops}"
+        f"\n{window_text(cfg, window)}\ndevice {trainer.device}{warm} (before the window)\n"
+        f"{table}\n\n{projection_text(cfg, projected)}\n\n"
+        f"top operators by self time (the window):\n{ops}"
     )
     print(
         f"written to {out_dir}: phases.txt, phases.json, ops.txt"
         + (", a torch.profiler trace (*.pt.trace.json)" if cfg.profile.trace else "")
     )
-    return {"phases": rows, "wall": wall}
+    return {"phases": rows, "wall": wall, "projection": projected}
+
+
+def rates(trainer: Trainer, counts: dict[str, float]) -> Rates:
+    """The window's seconds per unit of work, phase by phase."""
+    grand = trainer.timer.grand
+
+    def per(phase: str, work: float) -> float:
+        return grand.get(phase, 0.0) / work if work > 0 else 0.0
+
+    return Rates(
+        env_step=per("env", counts["env"]),
+        sac_update=per("sac", counts["sac"]),
+        fit_row_epoch=per("model", counts.get("model", 0.0)),
+        rollout_row=per("rollout", counts.get("rollout", 0.0)),
+        rewarder_phase=per("rewarder", counts.get("model_phases", 0.0)),
+        eval_episode=per("eval", counts["eval"]),
+    )
+
+
+def window_text(cfg: Config, window: dict[str, Any]) -> str:
+    """What the window ran, and what was capped: its shares are not a run's."""
+    text = (
+        f"profiling window: {window['env_steps']:,} env steps ({window['random_steps']:,} random),"
+        f" {window['sac_updates']:,} SAC updates (profile.updates)"
+    )
+    if cfg.algorithm.name == "mbpo":
+        text += (
+            f", {int(window['model_phases'])} model fit capped at {window['model_epochs_cap']} "
+            "epochs (profile.model_epochs; a run's fits go on until the holdout score stops "
+            "improving)"
+        )
+    return text + ". Its shares below are the window's, not a run's: see the projection."
+
+
+def projection_text(cfg: Config, seconds: dict[str, float]) -> str:
+    """The projected whole run, phase by phase, with what it assumes."""
+    total = sum(seconds.values())
+    lines = [
+        f"a whole run of this config ({cfg.total_steps:,} env steps), projected from the "
+        "window's rates and the run's schedule:",
+        f"{'phase':<11}{'time':>14}{'share':>8}",
+        "-" * 33,
+    ]
+    for name, secs in sorted(seconds.items(), key=lambda kv: -kv[1]):
+        lines.append(f"{name:<11}{duration(secs):>14}{100 * secs / max(total, 1e-9):>7.0f}%")
+    lines += ["-" * 33, f"{'total':<11}{duration(total):>14}"]
+    if cfg.algorithm.name == "mbpo":
+        lines.append(
+            f"(model: {fit_epochs(cfg)} epochs per fit assumed, profile.fit_epochs; a fit's "
+            "time is proportional to its rows x epochs. rollout: full-length rollouts, an "
+            "upper bound. Compile warm-up and the slower first steps not included.)"
+        )
+    return "\n".join(lines)
+
+
+def _write(out_dir: str, name: str, text: str) -> None:
+    with open(os.path.join(out_dir, name), "w", encoding="utf-8") as f:
+        f.write(text + "\n")
+
+
+@contextlib.contextmanager
+def without_kineto_lines(write: Callable[[str], None]) -> Iterator[None]:
+    """Hold back the profiler's C++ log lines, written to file descriptor 2 across the
+    progress bar; anything else written meanwhile is passed on through ``write``."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            held.seek(0)
+            for line in held.read().decode(errors="replace").splitlines():
+                if line.strip() and not KINETO_LINE.match(line):
+                    write(line)
 
 
 def _counts(trainer: Trainer, run_dir: str) -> dict[str, float]:
@@ -154,4 +254,5 @@ def _counts(trainer: Trainer, run_dir: str) -> dict[str, float]:
             rows, epochs = row.get("model/train_rows"), row.get("model/epochs")
             if rows and epochs:
                 counts["model"] = counts.get("model", 0.0) + rows * epochs
+                counts["model_phases"] = counts.get("model_phases", 0.0) + 1
     return counts

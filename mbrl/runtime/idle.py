@@ -1,0 +1,145 @@
+"""Settings that cannot act before a run ends: a rollout schedule whose ``max_length`` is first
+used after ``total_steps``, a model phase or an evaluation due only past the end, ... A run
+says so when it starts (naming the key and the step at which it would act), and a multirun
+says so before its jobs run when a swept key acts in none of them: otherwise two "different"
+runs of a sweep are silently the same run.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import OmegaConf
+
+from mbrl.config import Config, ConfigError
+from mbrl.runtime.validate import validate
+from mbrl.schedule import run_length
+
+MAX_JOBS = 512  # sweeps larger than this are not checked job by job
+SCHEDULE = ("rollout.max_length", "rollout.max_epoch")  # idle while rollouts keep min_length
+
+
+@dataclass(frozen=True)
+class Idle:
+    """``keys`` (and every key under them, for config nodes) have no effect in this run."""
+
+    keys: tuple[str, ...]
+    what: str  # how the warning names them
+    why: str
+
+    def covers(self, key: str) -> bool:
+        return any(key == k or key.startswith(k + ".") for k in self.keys)
+
+    def text(self) -> str:
+        return f"warning: {self.what} cannot act in this run: {self.why}"
+
+
+def first_model_phase(cfg: Config) -> int:
+    """The env step of the first model phase: the first multiple of the model frequency
+    from ``init_steps`` on (and past step 0: the buffer is empty then)."""
+    freq = cfg.mbpo.model_train_freq
+    return -(-max(cfg.algorithm.init_steps, 1) // freq) * freq
+
+
+def _schedule_starts(cfg: Config) -> int:
+    """The first model phase past MBPO's epoch ``rollout.min_epoch`` (epochs counted after
+    init_steps): the first whose rollout length depends on ``rollout.max_length``."""
+    epoch_start = cfg.algorithm.init_steps + (cfg.rollout.min_epoch + 1) * cfg.mbpo.epoch_length
+    freq = cfg.mbpo.model_train_freq
+    return max(-(-epoch_start // freq) * freq, first_model_phase(cfg))
+
+
+def idle_settings(cfg: Config) -> list[Idle]:
+    """The settings of ``cfg`` that cannot act before the run ends (none for a profiling
+    window, which is cut short on purpose)."""
+    if cfg.profile.enabled:
+        return []
+    total, init = run_length(cfg), cfg.algorithm.init_steps
+    end = f"the run ends at total_steps={cfg.total_steps}"
+    out = []
+    if init >= total:
+        why = f"algorithm.init_steps={init} random steps fill the whole run ({end})"
+        out.append(Idle(("agent",), "SAC (agent.*)", f"no SAC update: {why}"))
+    if cfg.algorithm.name == "mbpo":
+        first, freq = first_model_phase(cfg), cfg.mbpo.model_train_freq
+        if first >= total:
+            keys = ("mbpo", "model", "rollout", "rewarder")
+            why = (
+                f"the first model phase would be at step {first} (every mbpo.model_train_freq="
+                f"{freq} steps from algorithm.init_steps={init}), and {end}"
+            )
+            out.append(Idle(keys, "the model side (model.*, rollout.*, rewarder.*, mbpo.*)", why))
+        elif _schedule_starts(cfg) >= total:
+            r = cfg.rollout
+            why = (
+                f"rollouts keep rollout.min_length={r.min_length} until MBPO's epoch "
+                f"rollout.min_epoch={r.min_epoch} is over (epochs of mbpo.epoch_length="
+                f"{cfg.mbpo.epoch_length} steps after algorithm.init_steps={init}): the first "
+                f"longer rollouts would be at step {_schedule_starts(cfg)}, and {end}"
+            )
+            out.append(Idle(SCHEDULE, "rollout.max_length", why))
+    for key, every in (("eval.every", cfg.eval.every), ("logger.every", cfg.logger.every)):
+        if every > total:
+            why = f"its first step would be {every}, and {end} (logging and evaluating anyway)"
+            out.append(Idle((key,), f"{key}={every}", why))
+    return out
+
+
+def warnings_for(cfg: Config) -> list[str]:
+    """The start-up warnings, one per group of idle settings (a rollout schedule that never
+    leaves min_length only where max_length differs from it: else it means what it does)."""
+    r = cfg.rollout
+    return [
+        i.text()
+        for i in idle_settings(cfg)
+        if not (i.keys == SCHEDULE and r.max_length == r.min_length)
+    ]
+
+
+def idle_sweeps(base: Config, sweeps: dict[str, list[object]]) -> list[str]:
+    """For a multirun: one warning per swept key that acts in none of its jobs (every
+    combination of the swept values applied to ``base``)."""
+    combos = list(itertools.islice(itertools.product(*sweeps.values()), MAX_JOBS + 1))
+    if not sweeps or len(combos) > MAX_JOBS:
+        return []
+    acting: set[str] = set()
+    reasons: dict[str, str] = {}
+    for values in combos:
+        job = OmegaConf.structured(base)
+        for key, value in zip(sweeps, values, strict=True):
+            OmegaConf.update(job, key, value, force_add=True)
+        try:
+            idle = idle_settings(validate(job))
+        except ConfigError:  # a job whose values are refused: its own run says why
+            return []
+        for key in sweeps:
+            hit = next((i for i in idle if i.covers(key)), None)
+            if hit is None:
+                acting.add(key)
+            else:
+                reasons.setdefault(key, hit.why)
+    return [
+        f"warning: the sweep over {key} ({', '.join(map(str, sweeps[key]))}) changes nothing: "
+        f"{key} cannot act in any of its jobs ({reasons[key]})"
+        for key in sweeps
+        if key not in acting
+    ]
+
+
+def swept_values(overrides: list[str], groups: tuple[str, ...]) -> dict[str, list[object]]:
+    """A multirun's swept keys and their values (``key=a,b``, ``range(...)``, ``choice(...)``);
+    none when a config group is swept (each group's files change the base config) or a
+    sweep cannot be listed (``interval(...)``)."""
+    out: dict[str, list[object]] = {}
+    for o in OverridesParser.create().parse_overrides(overrides):
+        if not o.is_sweep_override() or o.is_hydra_override():
+            continue
+        if o.key_or_group.split(".")[0] in groups or o.value_type is None:
+            return {}
+        try:
+            out[o.key_or_group] = list(o.sweep_iterator())
+        except Exception:  # hydra: only choice and range sweeps can be listed
+            return {}
+    return out

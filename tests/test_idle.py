@@ -1,0 +1,103 @@
+"""Settings that cannot act before a run ends are named at start-up, and a multirun whose swept
+key acts in none of its jobs says so before they run. Each claim is checked here against the
+schedule itself: MBPO's rollout-length formula evaluated at every model phase of the run."""
+
+from __future__ import annotations
+
+import os
+
+from test_cli import TINY, _run
+from test_fidelity import composed
+
+from mbrl.config import Config
+from mbrl.runtime.idle import idle_sweeps, swept_values, warnings_for
+
+GROUPS = ("env", "algorithm", "model", "algorithm_env")
+
+
+def lengths_used(cfg: Config) -> list[int]:
+    """MBPO's rollout length (mbpo.py's _set_rollout_length) at each model phase of the run."""
+    r, out = cfg.rollout, []
+    freq, init = cfg.mbpo.model_train_freq, cfg.algorithm.init_steps
+    for step in range(freq, cfg.total_steps, freq):
+        if step < init:
+            continue
+        epoch = (step - init) // cfg.mbpo.epoch_length
+        if epoch <= r.min_epoch:
+            out.append(r.min_length)
+            continue
+        dx = (
+            1.0
+            if r.max_epoch == r.min_epoch
+            else (epoch - r.min_epoch) / (r.max_epoch - r.min_epoch)
+        )
+        out.append(int(min(dx, 1.0) * (r.max_length - r.min_length) + r.min_length))
+    return out
+
+
+def test_a_rollout_sweep_that_cannot_act_is_named() -> None:
+    """Pendulum, 2000 steps: its schedule leaves min_length only from step 2000 on."""
+    base = composed("env=pendulum", "total_steps=2000", "rollout.min_length=1")
+    sweeps = swept_values(["rollout.max_length=1,10", "seed=0"], GROUPS)
+    assert sweeps == {"rollout.max_length": [1, 10]}
+    for value in (1, 10):
+        job = composed(
+            "env=pendulum",
+            "total_steps=2000",
+            "rollout.min_length=1",
+            f"rollout.max_length={value}",
+        )
+        assert set(lengths_used(job)) == {1}
+    (warning,) = idle_sweeps(base, sweeps)
+    assert "the sweep over rollout.max_length (1, 10) changes nothing" in warning
+    assert "first longer rollouts would be at step 2000" in warning
+    # The same sweep over a run long enough for the schedule: each value acts.
+    longer = composed("env=pendulum", "total_steps=4000", "rollout.min_length=1")
+    assert idle_sweeps(longer, sweeps) == []
+    used = [
+        lengths_used(
+            composed(
+                "env=pendulum",
+                "total_steps=4000",
+                "rollout.min_length=1",
+                f"rollout.max_length={v}",
+            )
+        )
+        for v in (1, 10)
+    ]
+    assert used[0] != used[1]
+
+
+def test_one_run_names_each_setting_that_cannot_act() -> None:
+    cfg = composed("env=pendulum", "total_steps=3000", "eval.every=5000", "rollout.max_length=9")
+    (eval_warning,) = warnings_for(cfg)  # the schedule acts from step 2000
+    assert eval_warning.startswith("warning: eval.every=5000 cannot act")
+    assert "its first step would be 5000, and the run ends at total_steps=3000" in eval_warning
+    late = composed("env=pendulum", "total_steps=3000", "mbpo.model_train_freq=4000")
+    (model_warning,) = warnings_for(late)
+    assert "the first model phase would be at step 4000" in model_warning
+    assert warnings_for(composed("env=hopper")) == []  # MBPO's own settings all act
+    assert warnings_for(composed("env=pendulum")) == []
+    # A schedule with max_length == min_length means constant rollouts: not a warning ...
+    same = composed("env=pendulum", "total_steps=2000", "rollout.max_length=5")
+    assert warnings_for(same) == []
+    # ... but a max_length that differs and is never reached is.
+    (schedule,) = warnings_for(composed("env=pendulum", "total_steps=2000", "rollout.max_length=9"))
+    assert "rollout.max_length cannot act" in schedule
+
+
+def test_sweeps_of_groups_or_intervals_are_not_checked() -> None:
+    assert swept_values(["env=hopper,walker2d", "seed=0,1"], GROUPS) == {}
+    assert swept_values(["model.lr=interval(0,1)"], GROUPS) == {}
+    assert swept_values(["seed=range(0,3)"], GROUPS) == {"seed": [0, 1, 2]}
+
+
+def test_a_multirun_warns_before_its_jobs(train_cmd: list[str], tmp_path: str) -> None:
+    """TINY's 300 steps end long before Pendulum's rollout schedule moves (step 1100)."""
+    cmd = [*train_cmd, "-m", *TINY, "rollout.min_length=1", "rollout.max_length=1,10"]
+    proc = _run([*cmd, f"hydra.sweep.dir={os.path.join(tmp_path, 'sweep')}"], cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    sweep_warning = proc.stderr.index("the sweep over rollout.max_length (1, 10) changes nothing")
+    assert sweep_warning < proc.stderr.index("FlowMBPO: MBPO")  # before the first job starts
+    # Each job's own start block names it too (its max_length differs from min_length: 10).
+    assert proc.stderr.count("warning: rollout.max_length cannot act in this run") == 1
