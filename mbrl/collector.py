@@ -10,10 +10,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from mbrl import collectives
 from mbrl.buffer import ReplayBuffer
 from mbrl.envs.vector import VectorEnvs, get_states, set_states
-from mbrl.runtime import distributed
-from mbrl.runtime.staging import HostStager
+from mbrl.staging import HostStager
 
 Policy = Callable[[Tensor], Tensor]  # obs [N, obs_dim] -> act [N, act_dim] in [-1, 1]
 
@@ -125,10 +125,10 @@ class Collector:
         self._clock, self._steps_at_clock = now, self.envstep_count
         out: dict[str, Any] = {
             "collector/envstep_count": self.envstep_count,
-            "collector/episode_count": distributed.sum_int(self.episode_count),
+            "collector/episode_count": collectives.sum_int(self.episode_count),
             "collector/avg_envstep_per_sec": rate,
         }
-        finished = [e for part in distributed.all_gather_objects(self._finished) for e in part]
+        finished = [e for part in collectives.all_gather_objects(self._finished) for e in part]
         if finished:
             returns = np.array([r for r, _ in finished])
             lengths = np.array([n for _, n in finished])

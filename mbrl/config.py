@@ -17,7 +17,6 @@ DEVICES = ("auto", "cpu", "cuda")
 AMP_MODES = ("auto", "off", "bf16", "fp16")
 ACT_DEVICES = ("auto", "cpu", "train")
 ALGORITHMS = ("sac", "mbpo")
-MODELS = ("flow", "gaussian")
 REWARDER_MODES = ("none", "penalty", "filter")
 COMPILE_MODES = ("auto", "true", "false")
 SAC_INITS = ("glorot", "torch")
@@ -57,6 +56,9 @@ class AlgorithmConfig:
 class SACConfig:
     """Soft actor-critic (Haarnoja et al. 2018, v2 with automatic entropy tuning)."""
 
+    # The agent's class: SAC, or a subclass of yours (agent._target_=mypkg.agents.MySAC) built
+    # as cls(obs_dim, act_dim, cfg.agent, device, amp, compile)
+    _target_: str = "mbrl.agents.sac.SAC"
     hidden_sizes: list[int] = field(default_factory=lambda: [256, 256])  # actor and critics
     actor_lr: float = 3e-4  # Adam
     critic_lr: float = 3e-4  # Adam
@@ -90,42 +92,25 @@ class FlowConfig:
 
 
 @dataclass
-class FlowModelConfig(FlowConfig):
-    """The flow world model's architecture (flows.EnsembleConditionalFlow)."""
-
-    embed_hidden: list[int] = field(default_factory=lambda: [200, 200])  # context network
-    embed_dim: int = 128  # context features shared by the base layer and every coupling
-
-
-# MBPO's construct_model (bnn.py): the L2 coefficient of each of its 4 hidden layers and output.
-MBPO_L2 = [2.5e-5, 5e-5, 7.5e-5, 7.5e-5, 1e-4]
-SELECT_BY = ("nll", "mse")
-
-
-@dataclass
 class ModelConfig:
     """The dynamics ensemble p([ds, r] | s, a) and how it is fit (as MBPO does).
 
-    Keys left null take the model kind's own default (see the properties below): the
-    Gaussian ensemble is MBPO's, the flow keeps what suits a density model."""
+    These keys are every model's; a model adds its own in a subclass beside its class
+    (``model=flow``: mbrl/models/flow.py, ``model=gaussian``: mbrl/models/gaussian.py,
+    ``model=deterministic``: mbrl/models/deterministic.py), registered with
+    ``mbrl.models.register_model``. A subclass also sets what suits it of the defaults below,
+    which are the flow's."""
 
-    name: str = "flow"  # flow | gaussian (MBPO's probabilistic ensemble, the baseline)
+    _target_: str = "mbrl.models.flow.FlowModel"  # the model's class (module.Class)
+    name: str = "flow"  # the name runs are reported under
     members: int = 7  # ensemble size
     elites: int = 5  # members used for rollouts: best holdout score (select_by)
-    hidden: list[int] = field(default_factory=lambda: [200, 200, 200, 200])  # gaussian MLP
-    flow: FlowModelConfig = field(default_factory=FlowModelConfig)
     lr: float = 1e-3  # Adam / AdamW
-    # Decoupled (AdamW) weight decay. null: 5e-5 for the flow, 0 for the Gaussian ensemble,
-    # whose decay is MBPO's L2 term in the loss (l2).
-    weight_decay: float | None = None
-    # Gaussian only: per-layer L2 coefficients added to the loss. null: MBPO's MBPO_L2.
-    l2: list[float] | None = None
-    # Holdout score for early stopping and elites: mse (of the mean / the flow's mode, raw
-    # target units) | nll. null: mse for the Gaussian (MBPO), nll for the flow.
-    select_by: str | None = None
-    # Standardise the targets [ds, r] too. null: yes for the flow, no for the Gaussian (MBPO
-    # standardises inputs only).
-    normalize_targets: bool | None = None
+    weight_decay: float = 5e-5  # decoupled (AdamW) weight decay
+    # Holdout score for early stopping and elites, one of the model's scores: nll | mse (of
+    # the mean / the flow's mode, raw target units, as bnn.py)
+    select_by: str = "nll"
+    normalize_targets: bool = True  # standardise the targets [ds, r] too (not only inputs)
     batch_size: int = 256  # per member
     holdout_ratio: float = 0.2  # of the real data, capped at max_holdout rows (MBPO)
     max_holdout: int = 5000  # most holdout rows (MBPO)
@@ -134,33 +119,22 @@ class ModelConfig:
     max_epochs: int | None = None  # cap per fit (None: early stopping alone)
     max_seconds: float | None = None  # wall-clock cap per fit (makes runs machine-dependent)
 
-    @property
-    def gaussian(self) -> bool:
-        return self.name == "gaussian"
-
-    @property
-    def decoupled_decay(self) -> float:
-        if self.weight_decay is not None:
-            return self.weight_decay
-        return 0.0 if self.gaussian else 5e-5
-
-    @property
-    def l2_coefs(self) -> list[float]:
-        if not self.gaussian:
-            return []
-        return list(MBPO_L2 if self.l2 is None else self.l2)
-
+    # (Names the fit and the tests read.)
     @property
     def criterion(self) -> str:
-        if self.select_by is not None:
-            return self.select_by
-        return "mse" if self.gaussian else "nll"
+        return self.select_by
 
     @property
     def targets_normalized(self) -> bool:
-        if self.normalize_targets is not None:
-            return self.normalize_targets
-        return not self.gaussian
+        return self.normalize_targets
+
+    @property
+    def decoupled_decay(self) -> float:
+        return self.weight_decay
+
+    def check(self) -> str | None:
+        """What is wrong with a model's own keys, or None (a subclass checks its keys)."""
+        return None
 
 
 @dataclass
@@ -261,6 +235,7 @@ class Config:
     eval: EvalConfig = field(default_factory=EvalConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    # (Common keys at the flow's values; validate() gives the node the flow's own keys too.)
     model: ModelConfig = field(default_factory=ModelConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     mbpo: MBPOConfig = field(default_factory=MBPOConfig)

@@ -11,7 +11,6 @@ import torch
 from gymnasium.vector import AutoresetMode
 from torch import Tensor
 
-from mbrl.envs import make_env
 from mbrl.envs.vector import make_vector_env, resolve_vector
 
 DeterministicPolicy = Callable[[Tensor], Tensor]  # obs [B, obs_dim] -> act [B, act_dim]
@@ -88,24 +87,6 @@ def episode_metrics(returns: np.ndarray, lengths: np.ndarray) -> dict[str, float
         "eval/return_min": float(returns.min()),
         "eval/episode_length_mean": float(lengths.mean()),
     }
-
-
-def evaluate_sequential(
-    env_name: str,
-    episodes: int,
-    seed: int,
-    policy: DeterministicPolicy,
-    device: torch.device,
-    max_episode_steps: int | None = None,
-) -> dict[str, float]:
-    """The reference for :class:`Evaluator`: the same episodes, one after another, with
-    batch-1 policy calls; returns the same ``eval/*`` scalars."""
-    env = make_env(env_name, max_episode_steps)
-    try:
-        returns, lengths = sequential_episodes(env, episodes, seed, policy, device)
-    finally:
-        env.close()
-    return episode_metrics(returns, lengths)
 
 
 def sequential_episodes(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Hashable
+from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 import torch
@@ -21,8 +22,6 @@ from mbrl.envs.termination import TerminationFn
 from mbrl.models import DynamicsModel, ModelTrainer
 from mbrl.rewarder import Rewarder
 from mbrl.rollout import rollout
-from mbrl.runtime.interrupt import StopRequest
-from mbrl.runtime.timer import PhaseTimer
 from mbrl.schedule import crossed, model_pool_size, pool_capacity, rollout_length
 
 SAC_FIELDS = ("obs", "act", "rew", "next_obs", "terminated")
@@ -30,6 +29,12 @@ SAC_FIELDS = ("obs", "act", "rew", "next_obs", "terminated")
 
 def _quiet(text: str) -> None:
     """A status sink that shows nothing."""
+
+
+class Phases(Protocol):
+    """Times the loop's phases: ``with timer.phase("sac"): ...`` (the trainer's Phases)."""
+
+    def phase(self, name: str) -> AbstractContextManager[Any]: ...
 
 
 class Run(Protocol):
@@ -40,8 +45,10 @@ class Run(Protocol):
     sac_updates: SACUpdates  # n updates, each on a batch from data.batch (compiled / graphed)
     data: MBPO | ModelFree
     collector: Collector  # D_env's writer; counts env steps
-    timer: PhaseTimer
     gens: dict[str, torch.Generator]
+
+    @property
+    def timer(self) -> Phases: ...  # the phase timer
 
     def step_env(self) -> None: ...  # one env step: random actions first, then the policy
 
@@ -50,8 +57,9 @@ class Run(Protocol):
     def after_step(self, sac_metrics: dict[str, Tensor] | None) -> None: ...  # log, eval, ckpt
 
 
-def train(run: Run, stop: StopRequest) -> bool:
-    """Algorithm 2 until ``cfg.total_steps`` env steps; True when a Ctrl-C stopped it early.
+def train(run: Run, stop: Callable[[], bool]) -> bool:
+    """Algorithm 2 until ``cfg.total_steps`` env steps; True when ``stop()`` (a Ctrl-C, agreed
+    by every rank) ended it early.
 
     D_env is ``run.collector``'s real buffer, D_model the model pool in ``run.data``. With
     ``env.num_envs`` copies (on each of the ranks of a torchrun), an iteration takes
@@ -62,7 +70,7 @@ def train(run: Run, stop: StopRequest) -> bool:
     while env.envstep_count < cfg.total_steps:
         if data.model_phase_due(env.envstep_count, n):  # every model_train_freq env steps:
             # train the model on D_env, then roll it out from D_env's states into D_model
-            metrics = data.model_phase(env.envstep_count, gen, timer, stop.agreed)
+            metrics = data.model_phase(env.envstep_count, gen, timer, stop)
             if metrics is None:  # Ctrl-C during the fit: paused after an epoch, resumable
                 return True
             run.after_model_phase(metrics)
@@ -73,7 +81,7 @@ def train(run: Run, stop: StopRequest) -> bool:
             with timer.phase("sac"):  # G policy updates per env step, on D_env and D_model
                 sac_metrics = run.sac_updates(n * cfg.algorithm.updates_per_step)
         run.after_step(sac_metrics)
-        if stop.agreed():
+        if stop():
             return True
     return False
 
@@ -96,7 +104,7 @@ class ModelFree:
         self,
         env_steps: int,
         gen: torch.Generator,
-        timer: PhaseTimer,
+        timer: Phases,
         stop: Callable[[], bool] | None = None,
     ) -> dict[str, Any] | None:
         raise RuntimeError("model-free SAC has no model phase")
@@ -171,7 +179,7 @@ class MBPO:
         self,
         env_steps: int,
         gen: torch.Generator,
-        timer: PhaseTimer,
+        timer: Phases,
         stop: Callable[[], bool] | None = None,
     ) -> dict[str, Any] | None:
         """Fit the model (and rewarder) on all real data, then refill the pool with rollouts.
@@ -184,7 +192,7 @@ class MBPO:
         self,
         env_steps: int,
         gen: torch.Generator,
-        timer: PhaseTimer,
+        timer: Phases,
         stop: Callable[[], bool] | None,
     ) -> dict[str, Any] | None:
         status = self.status

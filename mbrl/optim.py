@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable
+from contextlib import AbstractContextManager
 from typing import Any
 
 import torch
 from torch import nn
 
-from mbrl.runtime import distributed
+from mbrl import collectives
 
-__all__ = ["AMP_DTYPES", "GuardedStep", "adam"]
+__all__ = ["AMP_DTYPES", "GuardedStep", "adam", "autocast"]
 
 # amp setting -> autocast dtype (None: fp32 throughout)
 AMP_DTYPES: dict[str, torch.dtype | None] = {
@@ -18,6 +20,13 @@ AMP_DTYPES: dict[str, torch.dtype | None] = {
     "bf16": torch.bfloat16,
     "fp16": torch.float16,
 }
+
+
+def autocast(device: torch.device, dtype: torch.dtype | None) -> AbstractContextManager[Any]:
+    """bf16/fp16 autocast on ``device`` (hidden layers under AMP); a no-op for ``None``."""
+    if dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device.type, dtype=dtype)
 
 
 def adam(
@@ -72,8 +81,8 @@ class GuardedStep:
         finite = torch.isfinite(loss.detach())
         self.opt.zero_grad(set_to_none=True)
         self.scaler.scale(loss).backward()
-        if distributed.active():  # one run on several processes: average over ranks first
-            finite = distributed.average_grads_(self._grads(), finite)
+        if collectives.active():  # one run on several processes: average over ranks first
+            finite = collectives.average_grads_(self._grads(), finite)
         self.skipped += ~finite
         if self._found_inf is not None:
             torch.logical_not(finite, out=self._found_inf)

@@ -19,10 +19,10 @@ import torch
 from torch import Tensor
 
 from flows.coupled import CoupledFlows
+from mbrl import collectives
 from mbrl.config import RewarderConfig
 from mbrl.models.dynamics import DynamicsModel
 from mbrl.optim import GuardedStep, adam
-from mbrl.runtime import distributed
 
 CALIBRATION_ROWS = 16384  # real rows drawn per fit to estimate log mean exp(x)
 
@@ -85,8 +85,8 @@ class Rewarder:
             loss, x_p, x_q = self.flows.dv_loss(z_real, z_model)
             self._step(loss)  # a non-finite loss (a corrupt row in the batch) is skipped
         shift = self._calibrate(model, real, gen)
-        if distributed.active():  # every rank's real rows: log mean exp over all of them
-            pooled = distributed.log_mean_exp(shift)
+        if collectives.active():  # every rank's real rows: log mean exp over all of them
+            pooled = collectives.log_mean_exp(shift)
             self.flows.offset.add_(pooled - shift)
             shift = pooled
         return {

@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from mbrl import run_state
-from mbrl.agents import SAC, ActingPolicy, SACUpdates, resolve_act_device
+from mbrl.agents import ActingPolicy, SACUpdates, agent_class, resolve_act_device
 from mbrl.buffer import ReplayBuffer, transition_fields
 from mbrl.collector import Collector
 from mbrl.compiled import Compiled, tf32_matmuls
@@ -72,7 +72,8 @@ class Trainer:
         self.amp = resolve_amp(cfg.amp, self.device, "sac")
         self.model_amp = resolve_amp(cfg.amp, self.device, "model")
         self.compiling = resolve_compile(cfg, self.device, self.world, self.amp)
-        self.agent = SAC(obs_dim, act_dim, cfg.agent, self.device, self.amp, self.compiling.on)
+        cls = agent_class(cfg.agent._target_)  # SAC, or a subclass the config names
+        self.agent = cls(obs_dim, act_dim, cfg.agent, self.device, self.amp, self.compiling.on)
         act_device = resolve_act_device(cfg.agent.act_device, self.device)
         self.acting = ActingPolicy(self.agent, act_device, cfg.agent.act_sync_every)
         self.data = self._build_data(obs_dim, act_dim)
@@ -104,8 +105,7 @@ class Trainer:
             self.agent, self.data, cfg.agent.batch_size, self.gens["train"], self.compiling.graphs
         )
         self.compiled: dict[str, Compiled] = {}  # what was compiled: warm-up time, failure
-        self.updates = 0
-        self.init_steps = cfg.algorithm.init_steps
+        self.updates, self.init_steps = 0, cfg.algorithm.init_steps
         self.best_return, self.best_step = -float("inf"), 0
         self.last_eval: dict[str, float] = {}
         self._learner_metrics: dict[str, Tensor] = {}
@@ -174,7 +174,7 @@ class Trainer:
         self.data.status = self.progress.phase
         try:
             with stop:
-                self.stopped = train(self, stop)
+                self.stopped = train(self, stop.agreed)
                 if self.stopped:
                     self._save_now()
         finally:

@@ -10,8 +10,9 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from mbrl.runtime.launch import (
+from mbrl.launch import (
     expand_shorthands,
+    import_plugins,
     rank_argv,
     refuse_flags,
     refuse_unknown_overrides,
@@ -20,6 +21,7 @@ from mbrl.runtime.launch import (
 )
 
 register_resolvers()
+import_plugins()  # $FLOWMBPO_PLUGINS: modules that register models or agents of your own
 refuse_flags(sys.argv)
 refuse_unknown_overrides(expand_shorthands(sys.argv))
 sys.argv = rank_argv(expand_shorthands(sys.argv))

@@ -12,7 +12,7 @@ import torch
 
 from mbrl.config import Config
 from mbrl.tools import benchmarks as bench
-from mbrl.tools import loop_bench, scale_bench, update_bench
+from mbrl.tools import loop_bench, reference_worker, scale_bench, update_bench
 
 EAGER = {"amp": "off", "compile": False}
 
@@ -56,7 +56,7 @@ def test_settings_and_an_older_checkout_are_timed_side_by_side() -> None:
 
 def test_a_folder_that_is_no_checkout_is_refused_as_reference(tmp_path: str) -> None:
     with pytest.raises(ValueError, match="is not a FlowMBPO checkout"):
-        update_bench.ReferenceWorker(str(tmp_path), torch.device("cpu"))
+        reference_worker.ReferenceWorker(str(tmp_path), torch.device("cpu"))
 
 
 def test_loop_settings_apply_to_the_config() -> None:

@@ -12,8 +12,9 @@ import yaml
 
 from flows import EnsembleConditionalFlow
 from flows.coupled import CoupledFlows
-from mbrl.config import FlowConfig, FlowModelConfig
-from mbrl.tools.config_table import defaults, markdown
+from mbrl.config import FlowConfig
+from mbrl.models.flow import FlowArchConfig
+from mbrl.tools.config_table import builtin_models, defaults, markdown, model_rows
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 
@@ -29,7 +30,7 @@ def test_docs_config_md_is_generated_from_the_dataclasses() -> None:
 
 def test_every_key_has_a_meaning_in_the_reference() -> None:
     rows = [line for line in markdown().splitlines() if line.startswith("| `")]
-    assert len(rows) == len(defaults())
+    assert len(rows) == len(defaults()) + sum(len(model_rows(c)) for c in builtin_models().values())
     assert not [r for r in rows if r.endswith("|  |")], "a config field without a comment"
 
 
@@ -60,7 +61,7 @@ def _signature_defaults(fn: object) -> dict[str, object]:
 
 
 def test_the_flow_librarys_defaults_equal_the_config() -> None:
-    for cls, config in ((EnsembleConditionalFlow, FlowModelConfig()), (CoupledFlows, FlowConfig())):
+    for cls, config in ((EnsembleConditionalFlow, FlowArchConfig()), (CoupledFlows, FlowConfig())):
         lib = _signature_defaults(cls.__init__)
         for key, value in vars(config).items():
             expected = tuple(value) if isinstance(value, list) else value
@@ -73,7 +74,7 @@ def test_group_files_set_only_what_differs() -> None:
     as MBPO's configs do; tests/test_fidelity.py checks them against MBPO's values.)"""
     flat = defaults()
     conf = os.path.join(ROOT, "conf")
-    for group in ("algorithm", "model", "env"):
+    for group in ("algorithm", "env"):
         for name in sorted(os.listdir(os.path.join(conf, group))):
             data = yaml.safe_load(_read("conf", group, name)) or {}
             prefix = "" if group in ("env", "algorithm_env") else f"{group}."

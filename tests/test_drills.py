@@ -212,14 +212,12 @@ def test_kill_9_then_resume_equals_uninterrupted(
     assert not any(".pt.tmp" in n for n in os.listdir(os.path.join(run, "ckpt")))
 
 
-@pytest.mark.slow
-def test_ctrl_c_writes_last_pt_and_resumes_exactly(
-    uninterrupted: dict[str, str], tmp_path: str
-) -> None:
-    run = os.path.join(tmp_path, "run")
-    proc = _start(SAC_RUN, run)
+def _ctrl_c(args: list[str], run: str, phase: str, step: int) -> str:
+    """Start a run, send one SIGINT once the bar shows ``phase`` at or past ``step``, wait for
+    it to stop (exit code 130, as Ctrl-C) and return what it printed."""
+    proc = _start(args, run)
     seen, reader = _stderr_reader(proc)
-    moment = _after(seen, "train", 650)
+    moment = _after(seen, phase, step)
     deadline = time.monotonic() + 300
     while not moment() and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.001)
@@ -228,6 +226,15 @@ def test_ctrl_c_writes_last_pt_and_resumes_exactly(
     reader.join(timeout=5)
     text = "".join(seen)
     assert proc.returncode == 130, text[-2000:]
+    return text
+
+
+@pytest.mark.slow
+def test_ctrl_c_writes_last_pt_and_resumes_exactly(
+    uninterrupted: dict[str, str], tmp_path: str
+) -> None:
+    run = os.path.join(tmp_path, "run")
+    text = _ctrl_c(SAC_RUN, run, "train", 650)
     assert "stopped (Ctrl-C) at step" in text and "resume=" in text
     stopped_at = int(text.split("stopped (Ctrl-C) at step ")[1].split()[0])
     assert 650 <= stopped_at < 1200
@@ -244,17 +251,7 @@ def test_ctrl_c_in_a_model_fit_stops_after_the_epoch_and_resumes_exactly(
     after the current epoch, not the whole fit, says so, and its checkpoint holds the fit in
     progress; resuming finishes that fit and the run equals the uninterrupted one."""
     run = os.path.join(tmp_path, "run")
-    proc = _start(MBPO_RUN, run)
-    seen, reader = _stderr_reader(proc)
-    moment = _after(seen, "model fit: epoch", 750)
-    deadline = time.monotonic() + 300
-    while not moment() and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.001)
-    proc.send_signal(signal.SIGINT)
-    proc.wait(timeout=120)
-    reader.join(timeout=5)
-    text = "".join(seen)
-    assert proc.returncode == 130, text[-2000:]
+    text = _ctrl_c(MBPO_RUN, run, "model fit: epoch", 750)
     assert "stopping after this model-fit epoch" in text
     assert "stopped (Ctrl-C) at step 750" in text
     paused = load(os.path.join(run, "ckpt", "last.pt"))["algorithm"]["model_trainer"]["paused"]

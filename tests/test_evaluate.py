@@ -15,13 +15,31 @@ from torch import Tensor
 from mbrl.agents import SAC
 from mbrl.config import SACConfig
 from mbrl.envs import make_env
-from mbrl.evaluator import DeterministicPolicy, Evaluator, evaluate_sequential, sequential_episodes
+from mbrl.evaluator import DeterministicPolicy, Evaluator, episode_metrics, sequential_episodes
 from mbrl.tools.eval_checkpoint import EvaluateError, evaluate, record_video
 from mbrl.trainer import Trainer
 
 from test_trainer import tiny_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def evaluate_sequential(
+    env_name: str,
+    episodes: int,
+    seed: int,
+    policy: DeterministicPolicy,
+    device: torch.device,
+    max_episode_steps: int | None = None,
+) -> dict[str, float]:
+    """The reference for :class:`Evaluator`: the same episodes, one after another, with
+    batch-1 policy calls; returns the same ``eval/*`` scalars."""
+    env = make_env(env_name, max_episode_steps)
+    try:
+        returns, lengths = sequential_episodes(env, episodes, seed, policy, device)
+    finally:
+        env.close()
+    return episode_metrics(returns, lengths)
 
 
 @pytest.fixture(scope="module")

@@ -100,7 +100,7 @@ def _ours(cfg: Config) -> dict[str, Any]:
         "freq": m.model_train_freq,
         "retain": r.retain_epochs,
         "real_ratio": m.real_ratio,
-        "hidden": cfg.model.hidden[0],
+        "hidden": getattr(cfg.model, "hidden", [None])[0],  # (MLP models: model=gaussian)
         "epoch_length": m.epoch_length,
         "rollout_batch": r.batch_size,
     }
@@ -750,7 +750,6 @@ def test_model_fits_see_the_rows_mbpos_sampler_has_added(real_data: str, tmp_pat
         "mbpo.real_data": real_data,
         "model.members": 2,
         "model.elites": 1,
-        "model.hidden": [16, 16],
         "model.max_epochs": 1,
         "rollout.batch_size": 200,
         "eval.every": 2600,

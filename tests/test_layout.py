@@ -73,6 +73,53 @@ def test_no_import_cycles() -> None:
             visit(m)
 
 
+# The layers, lowest first (docs/layout.md): a module imports from its own layer or lower
+# ones, never from a higher one (function-level imports included).
+LAYERS = (
+    ("base", ("flows", "mbrl", "mbrl.config", "mbrl.collectives", "mbrl.compiled",
+              "mbrl.staging", "mbrl.schedule", "mbrl.buffer", "mbrl.optim", "mbrl.envs")),
+    ("algorithm", ("mbrl.models", "mbrl.agents", "mbrl.rollout", "mbrl.rewarder",
+                   "mbrl.collector", "mbrl.evaluator", "mbrl.mbpo")),
+    ("runtime", ("mbrl.runtime",)),
+    ("run", ("mbrl.run_state", "mbrl.trainer")),
+    ("entry", ("mbrl.launch", "mbrl.tools")),
+)  # fmt: skip
+
+
+def _layer(module: str) -> int:
+    """The layer of ``module``: that of the longest prefix listed."""
+    best, level = "", -1
+    for i, (_, prefixes) in enumerate(LAYERS):
+        for p in prefixes:
+            if (module == p or module.startswith(p + ".")) and len(p) > len(best):
+                best, level = p, i
+    assert level >= 0, f"{module} is in no layer of tests/test_layout.py"
+    return level
+
+
+def test_no_import_runs_up_the_layers() -> None:
+    known = _modules()
+    upward = []
+    for m, path in known.items():
+        for d in _imports(path, known):
+            if _layer(d) > _layer(m):
+                upward.append(f"{m} ({LAYERS[_layer(m)][0]}) imports {d} ({LAYERS[_layer(d)][0]})")
+    assert not upward, "\n".join(sorted(upward))
+
+
+def test_the_algorithm_imports_no_run_infrastructure() -> None:
+    """mbpo.py, rollout.py, rewarder.py, collector.py, models/ and agents/ read as the
+    algorithm alone: timers, progress, stop requests and process groups reach them as small
+    objects or callables the trainer passes in."""
+    known = _modules()
+    algorithm = ("mbrl.mbpo", "mbrl.rollout", "mbrl.rewarder", "mbrl.collector", "mbrl.models",
+                 "mbrl.agents")  # fmt: skip
+    for m, path in known.items():
+        if m.startswith(algorithm):
+            bad = [d for d in _imports(path, known) if d.startswith(("mbrl.runtime", "mbrl.tools"))]
+            assert not bad, (m, bad)
+
+
 def test_flows_never_imports_mbrl() -> None:
     known = _modules()
     for m, path in known.items():

@@ -39,3 +39,15 @@ def test_mbpo_flow_solves_pendulum_in_5k_steps(train_cmd: list[str], tmp_path: s
     """MBPO with the flow world model (the defaults) on Pendulum: >= -250 after 5000 steps."""
     last = _final_eval(train_cmd, str(tmp_path), "env=pendulum", "total_steps=5000")
     assert last["step"] == 5000 and last["eval/return_mean"] >= -250, last
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["gaussian", "deterministic"])
+def test_mbpo_other_models_solve_pendulum_in_5k_steps(
+    train_cmd: list[str], tmp_path: str, model: str
+) -> None:
+    """MBPO's Gaussian ensemble and the deterministic ensemble learn as the flow does."""
+    last = _final_eval(
+        train_cmd, str(tmp_path), "env=pendulum", f"model={model}", "total_steps=5000"
+    )
+    assert last["step"] == 5000 and last["eval/return_mean"] >= -250, last

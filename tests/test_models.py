@@ -25,7 +25,7 @@ def test_normalizer_roundtrip_and_constant_dims() -> None:
 
 def test_gaussian_log_prob_matches_torch_normal() -> None:
     torch.manual_seed(0)
-    g = GaussianEnsemble(3, 2, 4, [16])
+    g = GaussianEnsemble(2, 4, _cfg("gaussian", members=3, hidden=[16], l2=[0, 0]))
     ctx, y = torch.randn(5, 4), torch.randn(5, 2)
     dist = g(ctx)
     ref = torch.distributions.Normal(dist.mean, (0.5 * dist.logvar).exp()).log_prob(y).sum(-1)
@@ -94,7 +94,7 @@ def test_fit_learns_selects_elites_and_restores_best(name: str) -> None:
     per_member = trainer.holdout_score(x, y)
     assert model.elites.tolist() == sorted(per_member.argsort()[:2].tolist())
     with torch.no_grad():  # MSE of the point prediction in raw target units, by hand
-        mode = model.out_norm.inverse(model.dist(x, model.elites).mode)
+        mode = model.out_norm.inverse(model.density(x, model.elites).mode)
     mse = (mode - raw_y).square().mean()
     torch.testing.assert_close(mse, metrics["model/holdout_mse"])
     nll = trainer.holdout_score(x, y, "nll")[model.elites].mean() + model.out_norm.std.log().sum()

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from mbrl.buffer import ReplayBuffer, transition_fields
-from mbrl.runtime.staging import HostStager
+from mbrl.staging import HostStager
 
 OBS, ACT = 3, 2
 

@@ -12,13 +12,13 @@ from omegaconf import OmegaConf
 
 from mbrl.config import Config
 from mbrl.envs import ENVS
-from mbrl.runtime.checkpoint import load
-from mbrl.runtime.validate import validate
+from mbrl.runtime.checkpoint import CheckpointError, load
+from mbrl.runtime.validate import schema_for, validate
 from mbrl.trainer import Trainer
 
 
 def tiny_config(env: str = "hopper", **overrides: object) -> Config:
-    cfg = OmegaConf.structured(Config())
+    cfg = schema_for(None)  # (the defaults, the flow's own keys in its model node)
     cfg.env.name = env
     cfg.total_steps, cfg.device, cfg.threads = 400, "cpu", 1
     cfg.agent.hidden_sizes, cfg.agent.batch_size = [32, 32], 32
@@ -108,15 +108,27 @@ def test_resume_from_any_snapshot_equals_uninterrupted_run(tmp_path: str, snapsh
     import shutil
 
     full, split = os.path.join(tmp_path, "full"), os.path.join(tmp_path, "split")
-    cfg = tiny_config(**{"eval.every": 100})
-    Trainer(cfg, full).run()
+    keep = {"eval.every": 100, "checkpoint.buffer_in_snapshots": True}  # (snapshots that resume)
+    Trainer(tiny_config(**keep), full).run()
     shutil.copytree(full, split)
     ckpt = os.path.join(split, "ckpt")
     shutil.copy(os.path.join(ckpt, f"iteration_{snapshot}.pt"), os.path.join(ckpt, "last.pt"))
-    Trainer(tiny_config(**{"eval.every": 100}, resume=split), split).run()
+    Trainer(tiny_config(**keep, resume=split), split).run()
     a, b = load(os.path.join(full, "ckpt", "last.pt")), load(os.path.join(ckpt, "last.pt"))
     _assert_same(a["agent"], b["agent"], "agent")
     assert _comparable(_rows(full)) == _comparable(_rows(split))
+
+
+def test_a_slim_snapshot_is_refused_as_a_resume_point(tmp_path: str) -> None:
+    """By default snapshots hold no buffers; one copied over last.pt is refused, by name."""
+    import shutil
+
+    run = os.path.join(tmp_path, "run")
+    Trainer(tiny_config(**{"eval.every": 200}), run).run()
+    ckpt = os.path.join(run, "ckpt")
+    shutil.copy(os.path.join(ckpt, "iteration_200.pt"), os.path.join(ckpt, "last.pt"))
+    with pytest.raises(CheckpointError, match="holds no buffers"):
+        Trainer(tiny_config(resume=run), run)
 
 
 def _assert_same(a: object, b: object, path: str) -> None:

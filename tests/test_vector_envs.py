@@ -138,7 +138,6 @@ def test_episodes_in_progress_survive_a_resume(tmp_path: str) -> None:
         "mbpo.model_train_freq": 100,
         "model.members": 2,
         "model.elites": 1,
-        "model.hidden": [16, 16],
         "model.max_epochs": 2,
         "rollout.batch_size": 100,
         "eval.every": 100,

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
-from mbrl.config import FlowModelConfig, ModelConfig
+from mbrl.config import ModelConfig
+from mbrl.models import model_config
+from mbrl.models.flow import FlowArchConfig
 
-TINY_FLOW = FlowModelConfig(layers=2, hidden=[32], embed_hidden=[32], embed_dim=32)
+TINY_FLOW = FlowArchConfig(layers=2, hidden=[32], embed_hidden=[32], embed_dim=32)
 
 
 def tiny_model_config(name: str = "flow", **kw: object) -> ModelConfig:
-    # Two hidden layers: three L2 coefficients for the Gaussian (MBPO's first, second, last).
-    kw.setdefault("l2", [2.5e-5, 5e-5, 1e-4] if name == "gaussian" else None)
-    return ModelConfig(name=name, hidden=[32, 32], flow=TINY_FLOW, **kw)  # type: ignore[arg-type]
+    """``model=<name>`` with small networks (MLP models: two hidden layers of 32)."""
+    if name == "flow":
+        kw.setdefault("flow", TINY_FLOW)
+    else:
+        kw.setdefault("hidden", [32, 32])
+    if name == "gaussian":  # three L2 coefficients: MBPO's first, second and last
+        kw.setdefault("l2", [2.5e-5, 5e-5, 1e-4])
+    return model_config(name, **kw)

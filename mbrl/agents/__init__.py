@@ -1,7 +1,7 @@
 """Agents (policy learners)."""
 
 from mbrl.agents.acting import ActingPolicy, resolve_act_device
-from mbrl.agents.sac import SAC
+from mbrl.agents.sac import SAC, agent_class
 from mbrl.agents.updates import SACUpdates
 
-__all__ = ["SAC", "ActingPolicy", "SACUpdates", "resolve_act_device"]
+__all__ = ["SAC", "ActingPolicy", "SACUpdates", "agent_class", "resolve_act_device"]

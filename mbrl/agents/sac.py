@@ -15,19 +15,20 @@ GPU from one CUDA graph per env step's G updates (``mbrl.agents.updates``).
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import math
 from contextlib import AbstractContextManager
 from typing import Any
 
 import torch
+from hydra.core.config_store import ConfigStore
+from hydra.utils import get_class
 from torch import Tensor
 
 from mbrl.agents.networks import Actor, TwinQ
 from mbrl.compiled import Compiled
-from mbrl.config import SACConfig
-from mbrl.optim import AMP_DTYPES, GuardedStep, adam
+from mbrl.config import ConfigError, SACConfig
+from mbrl.optim import AMP_DTYPES, GuardedStep, adam, autocast
 
 METRICS = ("q_loss", "actor_loss", "alpha_loss", "alpha", "q_mean", "entropy")
 
@@ -97,9 +98,7 @@ class SAC:
 
     def autocast(self) -> AbstractContextManager[Any]:
         """bf16/fp16 autocast for the hidden layers under AMP (a no-op without it)."""
-        if self.amp_dtype is None:
-            return contextlib.nullcontext()
-        return torch.autocast(self.device.type, dtype=self.amp_dtype)
+        return autocast(self.device, self.amp_dtype)
 
     @torch.no_grad()
     def act(self, obs: Tensor, deterministic: bool, generator: torch.Generator | None) -> Tensor:
@@ -216,3 +215,18 @@ def random_batch(agent: SAC, n: int, generator: torch.Generator) -> dict[str, Te
         "next_obs": rand(n, o),
         "terminated": rand(n) > 1.0,
     }
+
+
+def agent_class(target: str) -> type[SAC]:
+    """The class ``agent._target_`` names: :class:`SAC` or a subclass of it (built as
+    ``cls(obs_dim, act_dim, cfg.agent, device, amp, compile)``)."""
+    try:
+        cls = get_class(target)
+    except Exception as err:  # (hydra wraps import errors of every kind)
+        raise ConfigError(f"agent._target_={target!r} cannot be imported: {err}") from None
+    if not (isinstance(cls, type) and issubclass(cls, SAC)):
+        raise ConfigError(f"agent._target_={target!r} is not SAC or a subclass of it")
+    return cls
+
+
+ConfigStore.instance().store(group="agent", name="sac", node=SACConfig)

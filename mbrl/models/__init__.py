@@ -1,8 +1,28 @@
-"""Dynamics models: the flow ensemble (default) and MBPO's Gaussian ensemble, and their fitting."""
+"""World models and their fitting. Importing this package registers the built-in models
+(``model=flow``, ``gaussian``, ``deterministic``) with hydra; a model of your own registers
+itself with :func:`register_model` (docs/model.md)."""
 
-from mbrl.models.dynamics import DynamicsModel, build_density
-from mbrl.models.gaussian import GaussianEnsemble
+from mbrl.models.base import MODELS, WorldModel, build_model, model_config, register_model
+from mbrl.models.deterministic import DeterministicConfig, DeterministicEnsemble
+from mbrl.models.dynamics import DynamicsModel
+from mbrl.models.flow import FlowModel, FlowModelConfig
+from mbrl.models.gaussian import GaussianConfig, GaussianEnsemble
 from mbrl.models.normalizer import Normalizer
 from mbrl.models.training import ModelTrainer
 
-__all__ = ["DynamicsModel", "GaussianEnsemble", "ModelTrainer", "Normalizer", "build_density"]
+__all__ = [
+    "MODELS",
+    "DeterministicConfig",
+    "DeterministicEnsemble",
+    "DynamicsModel",
+    "FlowModel",
+    "FlowModelConfig",
+    "GaussianConfig",
+    "GaussianEnsemble",
+    "ModelTrainer",
+    "Normalizer",
+    "WorldModel",
+    "build_model",
+    "model_config",
+    "register_model",
+]

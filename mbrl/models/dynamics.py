@@ -1,53 +1,16 @@
-"""The dynamics model: an ensemble density over [ds, r] given (s, a), in normalised units."""
+"""The dynamics model: a world model (any :class:`~mbrl.models.base.WorldModel`) over
+[ds, r] given (s, a), with the standardisation of its inputs and targets and its elites."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from flows import EnsembleConditionalFlow
 from mbrl.config import ModelConfig
-from mbrl.models.gaussian import GaussianEnsemble
+from mbrl.models.base import build_model
 from mbrl.models.normalizer import Normalizer
-
-
-class Distribution(Protocol):
-    """What the model reads from a member distribution (flow or Gaussian)."""
-
-    def log_prob(self, value: Tensor) -> Tensor: ...
-    def sample(
-        self, sample_shape: Sequence[int] = (), generator: torch.Generator | None = None
-    ) -> Tensor: ...
-    @property
-    def mode(self) -> Tensor: ...
-
-
-def build_density(dim: int, context_dim: int, cfg: ModelConfig) -> nn.Module:
-    if cfg.name == "gaussian":
-        return GaussianEnsemble(cfg.members, dim, context_dim, cfg.hidden, cfg.l2_coefs)
-    f = cfg.flow
-    return EnsembleConditionalFlow(
-        cfg.members,
-        dim,
-        context_dim,
-        layers=f.layers,
-        transform=f.transform,
-        hidden=f.hidden,
-        bins=f.bins,
-        tail_bound=f.tail_bound,
-        embed_hidden=f.embed_hidden,
-        embed_dim=f.embed_dim,
-    )
-
-
-def weighted_mean(values: Tensor, weight: Tensor | None) -> Tensor:
-    """Mean over dim 1 of ``values`` [E, b], over the rows of weight 1 (all rows: None)."""
-    if weight is None:
-        return values.mean(dim=1)
-    return (values * weight).sum(dim=1) / weight.sum(dim=1)
 
 
 class DynamicsModel(nn.Module):
@@ -60,7 +23,8 @@ class DynamicsModel(nn.Module):
         super().__init__()
         self.obs_dim, self.act_dim, self.cfg = obs_dim, act_dim, cfg
         self.density_dim, self.context_dim = obs_dim + 1, obs_dim + act_dim
-        self.density = build_density(self.density_dim, self.context_dim, cfg)
+        # The ensemble itself (named for the density models; any WorldModel).
+        self.density: Any = build_model(self.density_dim, self.context_dim, cfg)
         self.in_norm = Normalizer(obs_dim + act_dim)
         self.out_norm = Normalizer(obs_dim + 1)
         self.register_buffer("elites", torch.arange(cfg.elites))
@@ -77,23 +41,21 @@ class DynamicsModel(nn.Module):
     def fit_normalizers(self, inputs: Tensor, target: Tensor) -> None:
         """inputs [N, obs + act], raw targets [N, obs + 1]: the training rows of a fit."""
         self.in_norm.fit(inputs)
-        if self.cfg.targets_normalized:
+        if self.cfg.normalize_targets:
             self.out_norm.fit(target)
 
-    def dist(self, x: Tensor, members: Tensor | None = None) -> Distribution:
-        """x: normalised inputs [B, C] or [E', B, C]."""
-        out: Distribution = self.density(x, members)
+    def loss(self, x: Tensor, y: Tensor, weight: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """The model's training loss on a minibatch ``x`` [E, b, C], ``y`` [E, b, D] (model
+        units), and its per-member train metric [E]; ``weight`` [E, b]: 1 for a row, 0 for
+        padding; None: all rows."""
+        out: tuple[Tensor, Tensor] = self.density.loss(x, y, weight)
         return out
 
-    def loss(self, x: Tensor, y: Tensor, weight: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        """The training loss on a minibatch ``x`` [E, b, C], ``y`` [E, b, D] (model units), and
-        a per-member train metric [E]: MBPO's loss for the Gaussian ensemble, the mean
-        negative log-likelihood for the flow. ``weight`` [E, b]: 1 for a row, 0 for padding
-        (means are over the weighted rows); None: all rows."""
-        if isinstance(self.density, GaussianEnsemble):
-            return self.density.mbpo_loss(x, y, weight)
-        nll = -weighted_mean(self.dist(x).log_prob(y), weight)
-        return nll.sum(), nll
+    def score(self, name: str, x: Tensor, y: Tensor) -> Tensor:
+        """Holdout score ``name`` per member and row [E, B], on normalised inputs ``x`` [B, C]
+        and model-unit targets ``y`` [B, D]."""
+        out: Tensor = self.density.score(name, x, y, self.out_norm.inverse)
+        return out
 
     @torch.no_grad()
     def sample(
@@ -109,7 +71,7 @@ class DynamicsModel(nn.Module):
         perm = torch.randperm(b, generator=generator, device=obs.device)
         perm = torch.cat([perm, perm[: chunk * n - b]])  # pad so the rows split evenly
         x = self.in_norm(torch.cat([obs, act], dim=-1))[perm].view(n, chunk, -1)
-        y = self.dist(x, self.elites).sample(generator=generator).reshape(n * chunk, -1)
+        y = self.density.sample(x, self.elites, generator).reshape(n * chunk, -1)
         y = self.out_norm.inverse(y)
         out = torch.empty(b, y.shape[-1], device=obs.device, dtype=y.dtype)
         out[perm[:b]] = y[:b]  # the padding rows' samples are dropped

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from mbrl.runtime import distributed
+from mbrl import collectives
 
 
 class Normalizer(nn.Module):
@@ -25,8 +25,8 @@ class Normalizer(nn.Module):
         """x: [N, dim]. Constant dimensions keep std 1 instead of dividing by ~0 (statistics
         in float64, where a constant column's std is exactly 0)."""
         x64 = x.double()
-        if distributed.active():  # the statistics of every rank's rows together
-            mean, std = distributed.pooled_moments(x64)
+        if collectives.active():  # the statistics of every rank's rows together
+            mean, std = collectives.pooled_moments(x64)
         else:
             mean, std = x64.mean(dim=0), x64.std(dim=0, correction=0)
         self.mean.copy_(mean)

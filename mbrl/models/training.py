@@ -2,7 +2,8 @@
 statistics from the training rows, a bootstrap resample per member, early stopping when no
 member improved its holdout score by 1 % for ``patience`` epochs, each member's layers restored
 to their best epoch, elites re-scored on the holdout rows after the restore; optional caps in
-epochs and seconds. The holdout score is MSE (MBPO) or NLL (``model.select_by``).
+epochs and seconds. The holdout score is the one of the model's scores ``model.select_by``
+names (MBPO: MSE).
 
 Inside an epoch nothing is read back to the host; the early-stopping decision reads one small
 tensor per epoch. Every minibatch step has the same shapes (the last, partial minibatch of an
@@ -15,17 +16,19 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
 import torch
 from torch import Tensor
 
+from mbrl import collectives
 from mbrl.compiled import Compiled
 from mbrl.config import ModelConfig
-from mbrl.models.dynamics import DynamicsModel, build_density
+from mbrl.models.base import build_model
+from mbrl.models.dynamics import DynamicsModel
 from mbrl.models.fit_step import FitProgress, FitStep, minibatches
-from mbrl.optim import AMP_DTYPES, GuardedStep, adam
-from mbrl.runtime import distributed
+from mbrl.optim import AMP_DTYPES, GuardedStep, adam, autocast
 
 # (epoch, the holdout score logged at the fit's end as model/holdout_<criterion>, were it to
 # end now: the mean best score of the members that would be the elites, raw target units)
@@ -75,11 +78,8 @@ class ModelTrainer:
         """Compile the minibatch step now (on copies; see :meth:`FitStep.warm_up`)."""
         return self.step.warm_up(self.cfg.members, self.cfg.batch_size)
 
-    def _autocast(self) -> torch.autocast:
-        dev = self.model.elites.device.type
-        return torch.autocast(
-            dev, dtype=self.amp_dtype or torch.float32, enabled=self.amp_dtype is not None
-        )
+    def _autocast(self) -> AbstractContextManager[Any]:
+        return autocast(self.model.device, self.amp_dtype)
 
     def fit(
         self,
@@ -141,7 +141,7 @@ class ModelTrainer:
             fit.train_loss = self._epoch(x, y, fit.boot, gen)
             fit.epoch += 1
             # (Several ranks: the mean over their holdout rows, so that all stop together.)
-            hold = distributed.mean(self.holdout_score(x[hold_idx], y[hold_idx]))
+            hold = collectives.mean(self.holdout_score(x[hold_idx], y[hold_idx]))
             best = fit.best
             improved = (best - hold) / best.abs().clamp_min(1e-8) > self.cfg.improvement
             improved |= torch.isinf(best) & torch.isfinite(hold)
@@ -165,7 +165,7 @@ class ModelTrainer:
         """The elites-to-be's mean best holdout score in the logged metric's units (raw
         targets: the NLL of standardised ones plus log|det| of the standardisation)."""
         score = torch.topk(best, self.cfg.elites, largest=False).values.mean()
-        if self.cfg.criterion == "nll":
+        if self.cfg.select_by == "nll":
             score = score + self.model.out_norm.std.log().sum()
         return score
 
@@ -176,7 +176,7 @@ class ModelTrainer:
         params = list(self.model.density.parameters())
         if bool(torch.stack([p.isfinite().all() for p in params]).all()):  # sync-ok: per fit
             return
-        fresh = build_density(self.model.density_dim, self.model.context_dim, self.cfg)
+        fresh = build_model(self.model.density_dim, self.model.context_dim, self.cfg)
         self.model.density.load_state_dict(fresh.to(self.model.device).state_dict())
         self.opt.state.clear()
         self.step.reset()  # (a capture holds the old optimizer state)
@@ -200,7 +200,7 @@ class ModelTrainer:
         e, n = boot.shape
         order = boot.gather(1, torch.argsort(torch.rand(e, n, generator=gen, device=x.device), 1))
         b = self.cfg.batch_size
-        steps = distributed.min_int(-(-n // b))  # ranks take equal steps
+        steps = collectives.min_int(-(-n // b))  # ranks take equal steps
         idx, weight = minibatches(order, b, steps)
         total = torch.zeros((), device=x.device)
         for i in range(steps):
@@ -210,20 +210,13 @@ class ModelTrainer:
     @torch.no_grad()
     def holdout_score(self, x: Tensor, y: Tensor, criterion: str | None = None) -> Tensor:
         """Per-member holdout score [E] (lower is better) on normalised inputs ``x`` and model
-        targets ``y``, in chunks: ``nll`` (mean over rows, model units) or ``mse`` (of the mean
-        / the flow's mode, mean over rows and dims, raw target units: bnn.py's ``mse_loss``)."""
-        criterion = criterion or self.cfg.criterion
+        targets ``y``, the mean over rows of the model's score ``criterion`` (default
+        ``model.select_by``), computed in chunks."""
+        criterion = criterion or self.cfg.select_by
         parts = []
         for i in range(0, x.shape[0], 8192):
-            xb, yb = x[i : i + 8192], y[i : i + 8192]
             with self._autocast():
-                dist = self.model.dist(xb)
-            if criterion == "nll":
-                parts.append(-dist.log_prob(yb))
-            else:
-                norm = self.model.out_norm
-                err = norm.inverse(dist.mode.float()) - norm.inverse(yb)
-                parts.append(err.square().mean(-1))
+                parts.append(self.model.score(criterion, x[i : i + 8192], y[i : i + 8192]))
         return torch.cat(parts, dim=1).mean(dim=1).nan_to_num(float("inf"))
 
     @torch.no_grad()
@@ -246,24 +239,24 @@ class ModelTrainer:
             return True
         if cfg.max_seconds is None:
             return False
-        return distributed.any_flag(time.perf_counter() - start >= cfg.max_seconds)
+        return collectives.any_flag(time.perf_counter() - start >= cfg.max_seconds)
 
     def _finish(
         self, xh: Tensor, yh: Tensor, train_loss: Tensor, epochs: int, start: float
     ) -> dict[str, Any]:
         # As bnn.py's _end_train: score the restored members again, the best become elites.
-        scores = {c: distributed.mean(self.holdout_score(xh, yh, c)) for c in ("nll", "mse")}
-        best = scores[self.cfg.criterion]
+        names = type(self.model.density).scores
+        scores = {c: collectives.mean(self.holdout_score(xh, yh, c)) for c in names}
+        best = scores[self.cfg.select_by]
         elites = torch.topk(best, self.cfg.elites, largest=False).indices.sort().values
         self.model.elites.copy_(elites)
         self.fits += 1
-        # NLL of the raw targets [ds, r] (+ log|det| of the standardisation): the same units
-        # for the flow and the Gaussian, whichever of them standardises its targets.
-        raw_nll = scores["nll"] + self.model.out_norm.std.log().sum()
+        if "nll" in scores:  # in raw target units [ds, r] (+ log|det| of the standardisation):
+            # the same units whichever model standardises its targets
+            scores["nll"] = scores["nll"] + self.model.out_norm.std.log().sum()
         return {
             "model/train_loss": train_loss,
-            "model/holdout_nll": raw_nll[elites].mean(),
-            "model/holdout_mse": scores["mse"][elites].mean(),
+            **{f"model/holdout_{c}": scores[c][elites].mean() for c in sorted(scores)},
             "model/epochs": epochs,
             "model/elites": self.cfg.elites,
             "model/fit_seconds": time.perf_counter() - start,

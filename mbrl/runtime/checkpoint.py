@@ -131,6 +131,13 @@ def load(
 def check_layout(state: dict[str, Any], run_dir: str, world: int, num_envs: int) -> None:
     """A run continues on as many processes and env copies as it ran on: each process holds
     its own env copies and buffers, and the checkpoint holds each copy's exact state."""
+    if "buffers" not in state:
+        raise CheckpointError(
+            f"resume={run_dir!r}: its ckpt/last.pt holds no buffers (a snapshot written with "
+            "checkpoint.buffer_in_snapshots=false: weights for evaluation, not a run to "
+            "continue); put the run's own last.pt or ckpt_best.pt back, or keep buffers in "
+            "snapshots with checkpoint.buffer_in_snapshots=true"
+        )
     saved = state.get("world_size", 1)
     if saved != world:
         how = "without torchrun" if saved == 1 else f"with torchrun --nproc_per_node={saved}"

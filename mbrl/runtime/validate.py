@@ -5,6 +5,7 @@ key, the value and what is allowed."""
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import os
 from typing import Any
@@ -13,17 +14,16 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
+from mbrl.agents.sac import agent_class
 from mbrl.config import (
     ACT_DEVICES,
     ALGORITHMS,
     AMP_MODES,
     COMPILE_MODES,
     DEVICES,
-    MODELS,
     REAL_DATA,
     REWARDER_MODES,
     SAC_INITS,
-    SELECT_BY,
     VECTOR_MODES,
     Config,
     ConfigError,
@@ -31,6 +31,10 @@ from mbrl.config import (
     SACConfig,
 )
 from mbrl.envs.registry import ENVS
+from mbrl.models.base import MODELS, config_class, model_class
+
+# Keys an older config left null for "the model's default" (the model's config sets them now).
+LEGACY_NULLS = ("weight_decay", "select_by", "normalize_targets")
 
 
 def _choice(key: str, value: Any, allowed: tuple[str, ...]) -> None:
@@ -89,11 +93,7 @@ def _positive(prefix: str, obj: object, *keys: str) -> None:
 
 
 def _check_model(m: ModelConfig) -> None:
-    _choice("model", m.name, MODELS)
-    _choice("model.flow.transform", m.flow.transform, ("spline", "affine"))
     _positive("model", m, "members", "elites", "batch_size", "max_holdout")
-    _positive("model.flow", m.flow, "bins", "embed_dim")
-    _at_least("model.flow.layers", m.flow.layers, 0, ">= 0")
     _at_least("model.patience", m.patience, 0, ">= 0")
     if m.elites > m.members:
         raise ConfigError(
@@ -103,36 +103,24 @@ def _check_model(m: ModelConfig) -> None:
         raise ConfigError(
             f"model.holdout_ratio={m.holdout_ratio!r} is not allowed; it must be in (0, 1)"
         )
-    if not m.lr > 0 or m.decoupled_decay < 0 or not m.flow.tail_bound > 0:
+    if not m.lr > 0 or m.weight_decay < 0:
         raise ConfigError(
-            f"model.lr={m.lr}, model.weight_decay={m.weight_decay}, model.flow.tail_bound="
-            f"{m.flow.tail_bound}: need lr > 0, weight_decay >= 0, tail_bound > 0"
+            f"model.lr={m.lr}, model.weight_decay={m.weight_decay}: need lr > 0, weight_decay >= 0"
         )
-    if m.select_by is not None:
-        _choice("model.select_by", m.select_by, SELECT_BY)
-    _check_l2(m)
+    scores: tuple[str, ...] = model_class(m._target_).scores  # type: ignore[attr-defined]
+    if m.select_by not in scores:
+        raise ConfigError(
+            f"model.select_by={m.select_by!r} is not allowed with model={m.name}; its holdout "
+            f"scores are: {', '.join(scores)}"
+        )
+    problem = m.check()  # the model's own keys
+    if problem:
+        raise ConfigError(problem)
     if m.max_epochs is not None:
         _at_least("model.max_epochs", m.max_epochs, 1, "positive or null")
     if m.max_seconds is not None and not m.max_seconds > 0:
         raise ConfigError(
             f"model.max_seconds={m.max_seconds!r} is not allowed; it must be > 0 or null"
-        )
-
-
-def _check_l2(m: ModelConfig) -> None:
-    if not m.gaussian:
-        if m.l2:
-            raise ConfigError(
-                f"model.l2={m.l2} is not allowed with model={m.name}: the L2 terms belong to "
-                "the Gaussian ensemble; use model.weight_decay for the flow"
-            )
-        return
-    layers, coefs = len(m.hidden) + 1, m.l2_coefs
-    if len(coefs) != layers or min(coefs) < 0:
-        given = "MBPO's 5 values (model.l2=null)" if m.l2 is None else f"model.l2={m.l2}"
-        raise ConfigError(
-            f"{given} does not fit model.hidden={m.hidden}: the Gaussian MLP has {layers} "
-            f"layers, so model.l2 needs {layers} coefficients >= 0"
         )
 
 
@@ -162,6 +150,7 @@ def _check_mbpo(c: Config) -> None:
 
 
 def _check_agent(a: SACConfig) -> None:
+    agent_class(a._target_)
     _at_least("agent.batch_size", a.batch_size, 1, "a positive integer")
     _choice("agent.act_device", a.act_device, ACT_DEVICES)
     _choice("agent.init", a.init, SAC_INITS)
@@ -193,14 +182,18 @@ def _check_resume(c: Config) -> None:
 
 
 def validate(cfg: DictConfig | dict[str, Any]) -> Config:
-    """Merge ``cfg`` (without its ``hydra`` node) into :class:`Config` and check every value."""
-    raw = OmegaConf.create(cfg) if isinstance(cfg, dict) else cfg.copy()
-    if "hydra" in raw:
-        OmegaConf.set_struct(raw, False)
-        raw.pop("hydra")
-    schema = OmegaConf.structured(Config)
+    """Merge ``cfg`` (without its ``hydra`` node) into :class:`Config`, its ``model`` node
+    into the config of the model class ``model._target_`` names, and check every value."""
+    # (As plain values: a node typed as another model's config would not merge.)
+    plain = cfg if isinstance(cfg, dict) else OmegaConf.to_container(cfg, resolve=False)
+    raw = OmegaConf.create(plain)
+    if not isinstance(raw, DictConfig):
+        raise ConfigError(f"a config is a mapping of keys, not {type(plain).__name__}")
+    raw.pop("hydra", None)
+    _upgrade_model(raw)
+    schema = schema_for(OmegaConf.select(raw, "model._target_", default=None))
     # A key added with hydra's `+key=value` passes hydra and the merge below unnoticed.
-    _refuse_unknown_keys(raw, schema)
+    _refuse_unknown_keys(raw, schema, schema)
     try:
         merged = OmegaConf.merge(schema, raw)
         conf = OmegaConf.to_object(merged)
@@ -217,23 +210,49 @@ def validate(cfg: DictConfig | dict[str, Any]) -> Config:
     return conf
 
 
-def _refuse_unknown_keys(raw: DictConfig, schema: DictConfig, prefix: str = "") -> None:
+def _upgrade_model(raw: DictConfig) -> None:
+    """A config saved before models named their class (``model.name`` only, every model's
+    keys in one node, null for "the model's default"): its model's ``_target_``, and only the
+    keys that model's config has (the others were the other model's defaults)."""
+    model = raw.get("model")
+    if not isinstance(model, DictConfig) or "_target_" in model or model.get("name") not in MODELS:
+        return
+    config = MODELS[str(model.name)]
+    keys = {f.name for f in dataclasses.fields(config)}
+    for key in [str(k) for k in model]:
+        if key not in keys or (model[key] is None and key in LEGACY_NULLS):
+            model.pop(key)
+    model._target_ = config._target_
+
+
+def schema_for(model_target: str | None) -> DictConfig:
+    """:class:`Config` with, as its ``model`` node, the config of the model class
+    ``model_target`` names (None: the default model's)."""
+    schema = OmegaConf.structured(Config)
+    schema.model = OmegaConf.structured(config_class(model_target or ModelConfig._target_))
+    return schema
+
+
+def _refuse_unknown_keys(
+    raw: DictConfig, schema: DictConfig, root: DictConfig, prefix: str = ""
+) -> None:
     """Every key of ``raw`` must be one of the schema's, at any depth."""
-    root = OmegaConf.structured(Config)
     for key in map(str, raw):
         if key not in schema:
             _refuse_key(f"{prefix}{key}", root)
         node, known = raw._get_node(key), schema._get_node(key)  # (no interpolation resolved)
         if isinstance(node, DictConfig) and isinstance(known, DictConfig):
-            _refuse_unknown_keys(node, known, f"{prefix}{key}.")
+            _refuse_unknown_keys(node, known, root, f"{prefix}{key}.")
 
 
-def check_key(path: str) -> None:
-    """``path`` (``a.b.c``) must be a key of the config; a ConfigError names the closest."""
-    node: Any = OmegaConf.structured(Config)
+def check_key(path: str, model_target: str | None = None) -> None:
+    """``path`` (``a.b.c``) must be a key of the config (its ``model`` node: that of the
+    model class ``model_target`` names); a ConfigError names the closest."""
+    root = schema_for(model_target)
+    node: Any = root
     for i, part in enumerate(path.split(".")):
         if not isinstance(node, DictConfig) or part not in node:
-            _refuse_key(".".join(path.split(".")[: i + 1]), OmegaConf.structured(Config))
+            _refuse_key(".".join(path.split(".")[: i + 1]), root)
         node = node._get_node(part)
 
 

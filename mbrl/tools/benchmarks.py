@@ -19,12 +19,12 @@ import torch
 from mbrl.agents import SAC, ActingPolicy, resolve_act_device
 from mbrl.buffer import ReplayBuffer, transition_fields
 from mbrl.collector import Collector
-from mbrl.config import ModelConfig, SACConfig
+from mbrl.config import SACConfig
 from mbrl.envs import env_spec, make_env
 from mbrl.envs.vector import make_vector_env
-from mbrl.models import DynamicsModel
+from mbrl.models import DynamicsModel, model_config
 from mbrl.rollout import rollout
-from mbrl.runtime.staging import HostStager
+from mbrl.staging import HostStager
 
 OBS, ACT = 11, 3  # Hopper
 
@@ -104,7 +104,7 @@ def _batch(n: int, device: torch.device) -> dict[str, torch.Tensor]:
 
 def model_rollout(b: Bench, name: str, batch: int = 100_000) -> float:
     """Rollout transitions/s: one step of ``batch`` rows (actor + random elite + termination)."""
-    model = DynamicsModel(OBS, ACT, ModelConfig(name=name)).to(b.device)
+    model = DynamicsModel(OBS, ACT, model_config(name)).to(b.device)
     agent = SAC(OBS, ACT, SACConfig(), b.device)
     fields = {**transition_fields(OBS, ACT), "score": ((), torch.float32)}
     pool = ReplayBuffer(batch, fields, b.device)

@@ -8,13 +8,15 @@ import ast
 import dataclasses
 import inspect
 import io
+import sys
 import tokenize
 from typing import Any
 
 from omegaconf import OmegaConf
 
 from mbrl import config as config_module
-from mbrl.config import Config
+from mbrl.config import Config, ModelConfig
+from mbrl.models import MODELS
 
 HEADER = """# Config reference
 
@@ -24,9 +26,9 @@ Set any key on the command line, e.g. `python scripts/train.py env=hopper model.
 """
 
 
-def _comments() -> dict[tuple[str, str], str]:
-    """(class name, field name) -> the comment on the field's line(s) in mbrl/config.py."""
-    source = inspect.getsource(config_module)
+def _comments(module: Any = config_module) -> dict[tuple[str, str], str]:
+    """(class name, field name) -> the comment on the field's line(s) in ``module``."""
+    source = inspect.getsource(module)
     by_line: dict[int, str] = {}  # every comment, by line
     whole: set[int] = set()  # lines that hold only a comment
     for tok in tokenize.generate_tokens(io.StringIO(source).readline):
@@ -65,31 +67,60 @@ def _value(v: Any) -> str:
     return str(v)
 
 
-def rows() -> list[tuple[str, str, str]]:
-    """(key, default, meaning) for every leaf key of :class:`Config`, in declaration order."""
-    comments = _comments()
+def _walk(
+    obj: Any, prefix: str, comments: dict[tuple[str, str], str]
+) -> list[tuple[str, str, str]]:
     out: list[tuple[str, str, str]] = []
-
-    def walk(obj: Any, prefix: str) -> None:
-        for f in dataclasses.fields(obj):
-            value = getattr(obj, f.name)
-            key = f"{prefix}{f.name}"
-            if dataclasses.is_dataclass(value):
-                walk(value, key + ".")
-                continue
-            owners = [c.__name__ for c in type(obj).__mro__]  # a field may be inherited
-            meaning = next((comments[c, f.name] for c in owners if (c, f.name) in comments), "")
-            out.append((key, _value(value), meaning))
-
-    walk(Config(), "")
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        key = f"{prefix}{f.name}"
+        if dataclasses.is_dataclass(value):
+            out += _walk(value, key + ".", comments)
+            continue
+        owners = [c.__name__ for c in type(obj).__mro__]  # a field may be inherited
+        meaning = next((comments[c, f.name] for c in owners if comments.get((c, f.name))), "")
+        out.append((key, _value(value), meaning))
     return out
 
 
-def markdown() -> str:
-    lines = [HEADER, "| key | default | meaning |", "|---|---|---|"]
-    for key, default, meaning in rows():
+def rows() -> list[tuple[str, str, str]]:
+    """(key, default, meaning) for every leaf key of :class:`Config`, in declaration order
+    (``model.*``: the keys every model has, at the default model's values)."""
+    return _walk(Config(), "", _comments())
+
+
+def builtin_models() -> dict[str, type[ModelConfig]]:
+    """The models the library registers (not those a user's module or a test adds)."""
+    return {n: c for n, c in MODELS.items() if c.__module__.startswith("mbrl.")}
+
+
+def model_rows(config: type[ModelConfig]) -> list[tuple[str, str, str]]:
+    """A model's own keys and the common ones it sets otherwise, with their meanings."""
+    comments = _comments() | _comments(sys.modules[config.__module__])
+    base = dict((k, v) for k, v, _ in _walk(ModelConfig(), "model.", comments))
+    return [r for r in _walk(config(), "model.", comments) if base.get(r[0]) != r[1]]
+
+
+def _table(rows: list[tuple[str, str, str]]) -> list[str]:
+    lines = ["| key | default | meaning |", "|---|---|---|"]
+    for key, default, meaning in rows:
         cell = meaning.replace("|", "\\|")
         lines.append(f"| `{key}` | `{default}` | {cell} |")
+    return lines
+
+
+def markdown() -> str:
+    lines = [HEADER, *_table(rows())]
+    for name, config in builtin_models().items():
+        doc = (config.__doc__ or "").strip().splitlines()[0]
+        lines += [
+            "",
+            f"## `model={name}` ({config.__module__})",
+            "",
+            doc,
+            "",
+            *_table(model_rows(config)),
+        ]
     return "\n".join(lines) + "\n"
 
 

@@ -13,11 +13,7 @@ timed in the same round.
 
 from __future__ import annotations
 
-import os
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Callable, Hashable
 from functools import partial
@@ -29,9 +25,10 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from mbrl.agents import SAC, SACUpdates
 from mbrl.buffer import ReplayBuffer, transition_fields
-from mbrl.config import ModelConfig, SACConfig
-from mbrl.models import DynamicsModel, ModelTrainer
+from mbrl.config import SACConfig
+from mbrl.models import DynamicsModel, ModelTrainer, model_config
 from mbrl.tools.benchmarks import ACT, OBS, Bench, gemm_block
+from mbrl.tools.reference_worker import ReferenceWorker
 
 FIELDS = ("obs", "act", "rew", "next_obs", "terminated")
 
@@ -183,7 +180,7 @@ def _fit_epoch(
     device: torch.device, v: dict[str, Any], rows: int
 ) -> tuple[Callable[[], object], float]:
     """One model-fit epoch of a setting, as a callable, and its compile warm-up in seconds."""
-    cfg = ModelConfig(name=v["model"])
+    cfg = model_config(v["model"])
     torch.manual_seed(0)
     model = DynamicsModel(OBS, ACT, cfg).to(device)
     trainer = ModelTrainer(model, cfg, v["amp"], v["compile"], v.get("graphs", False))
@@ -197,104 +194,3 @@ def _fit_epoch(
     gen = torch.Generator(device=device).manual_seed(0)
     boot = torch.randint(0, rows, (cfg.members, rows), device=device, generator=gen)
     return partial(trainer._epoch, x, y, boot, gen), warmup
-
-
-# An older checkout's default SAC update and model-fit epoch, timed in a worker process; it
-# uses only what every version has: SAC(obs, act, cfg, device), ReplayBuffer, ModelTrainer.
-WORKER = r"""
-import os, sys, time
-checkout, device = sys.argv[1], sys.argv[2]
-sys.path.insert(0, checkout)
-import torch
-torch.set_num_threads(1)
-torch.set_flush_denormal(True)
-import mbrl
-if not os.path.abspath(mbrl.__file__).startswith(checkout + os.sep):
-    sys.exit(f"imported mbrl from {mbrl.__file__}, not from {checkout}")
-from mbrl.agents.sac import SAC
-from mbrl.buffer import ReplayBuffer, transition_fields
-from mbrl.config import ModelConfig, SACConfig
-from mbrl.models import DynamicsModel, ModelTrainer
-OBS, ACT, FIELDS = 11, 3, ("obs", "act", "rew", "next_obs", "terminated")
-dev = torch.device(device)
-g = torch.Generator().manual_seed(5)
-rows = {"obs": torch.randn(5000, OBS, generator=g)}
-rows["act"] = torch.rand(5000, ACT, generator=g) * 2 - 1
-rows["rew"] = torch.randn(5000, generator=g)
-rows["next_obs"] = torch.randn(5000, OBS, generator=g)
-rows["terminated"] = torch.rand(5000, generator=g) < 0.05
-rows["truncated"] = torch.zeros(5000, dtype=torch.bool)
-buf = ReplayBuffer(10000, transition_fields(OBS, ACT), dev)
-buf.add({k: v.to(dev) for k, v in rows.items()})
-torch.manual_seed(0)
-agent = SAC(OBS, ACT, SACConfig(), dev)
-gen = torch.Generator(device=dev).manual_seed(0)
-fits = {}
-
-def fit_epoch(name, n):
-    if name not in fits:
-        cfg = ModelConfig(name=name)
-        model = DynamicsModel(OBS, ACT, cfg).to(dev)
-        trainer = ModelTrainer(model, cfg)
-        d = {k: v[:n].to(dev) for k, v in rows.items()}
-        target = model.targets(d["obs"], d["next_obs"], d["rew"])
-        inputs = torch.cat([d["obs"], d["act"]], -1)
-        model.fit_normalizers(inputs, target)
-        boot = torch.randint(0, n, (cfg.members, n), generator=g).to(dev)
-        fits[name] = (trainer, model.in_norm(inputs), model.out_norm(target), boot)
-    trainer, x, y, boot = fits[name]
-    trainer._epoch(x, y, boot, gen)
-
-for line in sys.stdin:
-    cmd, *args = line.split()
-    if device == "cuda":
-        torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    if cmd == "sac":
-        for _ in range(int(args[0])):
-            agent.update(buf.sample(256, gen, FIELDS), gen)
-    else:
-        fit_epoch(args[0], int(args[1]))
-    if device == "cuda":
-        torch.cuda.synchronize()
-    print(time.perf_counter() - t0, flush=True)
-"""
-
-
-class ReferenceWorker:
-    """An older checkout (a ``git worktree`` of it) in a worker process that times its
-    default SAC update (``sac``) and model-fit epoch (``fit``) on request."""
-
-    def __init__(self, checkout: str, device: torch.device) -> None:
-        path = os.path.abspath(checkout)
-        if not os.path.isfile(os.path.join(path, "mbrl", "trainer.py")):
-            raise ValueError(f"{checkout!r} is not a FlowMBPO checkout (no mbrl/trainer.py)")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", WORKER, path, device.type],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            cwd=tempfile.gettempdir(),  # never import this folder's mbrl by accident
-        )
-
-    def _ask(self, line: str) -> float:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(line + "\n")
-        self.proc.stdin.flush()
-        answer = self.proc.stdout.readline()
-        if not answer:
-            raise RuntimeError(f"the reference worker stopped (exit code {self.proc.wait()})")
-        return float(answer)
-
-    def sac(self, updates: int) -> float:
-        """Seconds for ``updates`` of its SAC updates (batches from its buffer)."""
-        return self._ask(f"sac {updates}")
-
-    def fit(self, model: str, rows: int) -> float:
-        """Seconds for one model-fit epoch over ``rows`` rows per member."""
-        return self._ask(f"fit {model} {rows}")
-
-    def close(self) -> None:
-        if self.proc.stdin is not None:
-            self.proc.stdin.close()
-        self.proc.wait(timeout=60)

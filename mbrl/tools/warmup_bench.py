@@ -15,7 +15,8 @@ import json, sys, time
 import torch
 torch.set_num_threads(1)
 from mbrl.agents import SAC
-from mbrl.config import ModelConfig, SACConfig
+from mbrl.config import SACConfig
+from mbrl.models import model_config
 from mbrl.models import DynamicsModel, ModelTrainer
 dev = torch.device(sys.argv[1])
 out = {}
@@ -23,7 +24,7 @@ t0 = time.perf_counter()
 SAC(11, 3, SACConfig(), dev, compile=True).warm_up()
 out["sac"] = time.perf_counter() - t0
 for name in ("flow", "gaussian"):
-    cfg = ModelConfig(name=name)
+    cfg = model_config(name)
     trainer = ModelTrainer(DynamicsModel(11, 3, cfg).to(dev), cfg, compile=True)
     t0 = time.perf_counter()
     trainer.warm_up()

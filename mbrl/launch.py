@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import atexit
 import hashlib
+import importlib
 import os
 import shutil
 import sys
@@ -21,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from mbrl.config import Config, ConfigError
 from mbrl.envs import env_dims, make_env
+from mbrl.models import MODELS
 from mbrl.runtime import distributed, runlock
 from mbrl.runtime.checkpoint import CheckpointError, check_layout, load
 from mbrl.runtime.disk import check_disk
@@ -30,8 +32,9 @@ from mbrl.runtime.utils import resolve_device
 from mbrl.runtime.validate import check_key, validate
 
 # Config groups select a file; a resumed run cannot switch them.
-GROUPS = ("env", "algorithm")
-CONFIG_GROUPS = ("env", "algorithm", "model", "algorithm_env")  # conf/'s folders
+GROUPS = ("env", "algorithm", "model")
+# conf/'s folders and the groups registered in code (agents, models)
+CONFIG_GROUPS = ("env", "algorithm", "agent", "model", "algorithm_env", "model_env")
 
 
 SHORTHANDS = {"profile=true": "profile.enabled=true", "profile=false": "profile.enabled=false"}
@@ -43,6 +46,19 @@ HYDRA_FLAGS = {
     "-r", "--run", "-m", "--multirun", "-sc", "--shell-completion", "-cp", "--config-path",
     "-cn", "--config-name", "-cd", "--config-dir", "--experimental-rerun", "-i", "--info",
 }  # fmt: skip
+
+
+PLUGINS_VAR = "FLOWMBPO_PLUGINS"
+
+
+def import_plugins() -> None:
+    """Import the modules ``$FLOWMBPO_PLUGINS`` names (comma-separated) before hydra composes
+    the config: a model or agent of your own registers itself there (docs/model.md)."""
+    for name in filter(None, (n.strip() for n in os.environ.get(PLUGINS_VAR, "").split(","))):
+        try:
+            importlib.import_module(name)
+        except ImportError as err:
+            _fail(ConfigError(f"{PLUGINS_VAR}: cannot import {name!r}: {err}"))
 
 
 def refuse_flags(argv: list[str]) -> None:
@@ -65,6 +81,7 @@ def refuse_flags(argv: list[str]) -> None:
 def refuse_unknown_overrides(argv: list[str]) -> None:
     """Before hydra: an override of a key the config does not have, with or without ``+``,
     stops with one message naming the closest known key (hydra's own would suggest ``+``)."""
+    model = _model_target(argv)
     for arg in argv[1:]:
         if arg.startswith("-") or "=" not in arg:
             continue
@@ -72,9 +89,23 @@ def refuse_unknown_overrides(argv: list[str]) -> None:
         if key in CONFIG_GROUPS or key.split(".")[0].split("/")[0] == "hydra":
             continue  # (a group choice: env=hopper; the keys inside are checked: env.version)
         try:
-            check_key(key)
+            check_key(key, model)
         except ConfigError as err:
             _fail(err)
+
+
+def _model_target(argv: list[str]) -> str | None:
+    """The model class the command line picks (``model=<name>``, ``model._target_=...``);
+    None: the default model, or a name hydra will refuse itself."""
+    target = None
+    for arg in argv[1:]:
+        key, _, value = arg.partition("=")
+        key = key.lstrip("+~")
+        if key == "model" and value in MODELS:
+            target = target or MODELS[value]._target_
+        elif key == "model._target_":
+            target = value
+    return target
 
 
 def expand_shorthands(argv: list[str]) -> list[str]:
