@@ -97,15 +97,15 @@ def refuse_unknown_overrides(argv: list[str]) -> None:
 def _model_target(argv: list[str]) -> str | None:
     """The model class the command line picks (``model=<name>``, ``model._target_=...``);
     None: the default model, or a name hydra will refuse itself."""
-    target = None
+    choice, target = None, None  # (the last of each, as hydra takes them)
     for arg in argv[1:]:
         key, _, value = arg.partition("=")
         key = key.lstrip("+~")
-        if key == "model" and value in MODELS:
-            target = target or MODELS[value]._target_
+        if key == "model":
+            choice = MODELS[value]._target_ if value in MODELS else None
         elif key == "model._target_":
             target = value
-    return target
+    return target or choice
 
 
 def expand_shorthands(argv: list[str]) -> list[str]:

@@ -105,14 +105,6 @@ def build_model(dim: int, context_dim: int, cfg: ModelConfig) -> nn.Module:
     return cls(dim, context_dim, cfg)
 
 
-def own_keys(config: type[ModelConfig]) -> list[str]:
-    """The keys a model's config adds to :class:`ModelConfig`."""
-    from mbrl.config import ModelConfig
-
-    common = {f.name for f in dataclasses.fields(ModelConfig)}
-    return [f.name for f in dataclasses.fields(config) if f.name not in common]
-
-
 # --- shared by the density models (the flow, the Gaussian) ---------------------------------
 
 
