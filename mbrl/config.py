@@ -20,6 +20,7 @@ ALGORITHMS = ("sac", "mbpo")
 REWARDER_MODES = ("none", "penalty", "filter")
 COMPILE_MODES = ("auto", "true", "false")
 SAC_INITS = ("glorot", "torch")
+LOG_STD_MODES = {"clip": -20.0, "squash": -5.0}  # each mode's default log_std_min
 REAL_DATA = ("episode", "step")
 VECTOR_MODES = ("auto", "sync", "async")
 
@@ -69,8 +70,13 @@ class SACConfig:
     init_alpha: float = 1.0  # initial entropy temperature
     autotune: bool = True  # learn alpha towards target_entropy
     target_entropy: float | None = None  # None: -act_dim (SAC v2 heuristic)
-    log_std_min: float = -5.0  # the actor's log-std, squashed smoothly into [min, max]
-    log_std_max: float = 2.0  # upper end of that range (softlearning clips to [-20, 2])
+    # The actor's log-std in [log_std_min, log_std_max]: clip (softlearning's clip_by_value, as
+    # MBPO) | squash (smoothly, min + (max - min)(tanh(raw) + 1) / 2, as CleanRL / SpinningUp)
+    log_std_mode: str = "clip"
+    log_std_min: float | None = (
+        None  # None: the mode's own, -20 (clip, softlearning) or -5 (squash)
+    )
+    log_std_max: float = 2.0  # upper end of the range (softlearning: 2)
     # Initial weights: glorot (softlearning's Keras Dense default: glorot-uniform weights, zero
     # biases) | torch (nn.Linear's default: weights and biases uniform in +-1/sqrt(fan_in)).
     init: str = "glorot"
@@ -78,6 +84,11 @@ class SACConfig:
     # actor, refreshed every act_sync_every env steps), auto (cpu when training on CUDA).
     act_device: str = "auto"
     act_sync_every: int = 10  # env steps between refreshes of the CPU copy
+
+    def log_std_range(self) -> tuple[float, float]:
+        """The actor's (min, max) log-std: ``log_std_min`` or, when None, the mode's own."""
+        low = LOG_STD_MODES.get(self.log_std_mode, 0.0)
+        return (low if self.log_std_min is None else self.log_std_min), self.log_std_max
 
 
 @dataclass

@@ -37,12 +37,16 @@ from mbrl.runtime.utils import (
     resolve_device,
     rss_mb,
     seed_everything,
+    seeded,
 )
 from mbrl.runtime.validate import to_yaml
 from mbrl.runtime.wandb_sink import wandb_sink
 from mbrl.schedule import crossed, run_length
 
 RANK_SEED_STRIDE = 100_003  # rank r's envs and generators: seed + r * stride (rank 0: seed)
+# The initial weights of the agent and of the model side, each from a stream of its own
+# (seed + offset), apart from the generators' (seed + 1, + 2) and the evaluation's (+ 10 000)
+AGENT_SEED, MODEL_SEED = 50_021, 70_001
 
 
 class Trainer:
@@ -73,10 +77,12 @@ class Trainer:
         self.model_amp = resolve_amp(cfg.amp, self.device, "model")
         self.compiling = resolve_compile(cfg, self.device, self.world, self.amp)
         cls = agent_class(cfg.agent._target_)  # SAC, or a subclass the config names
-        self.agent = cls(obs_dim, act_dim, cfg.agent, self.device, self.amp, self.compiling.on)
+        with seeded(cfg.seed + AGENT_SEED, self.device):  # whatever the model is
+            self.agent = cls(obs_dim, act_dim, cfg.agent, self.device, self.amp, self.compiling.on)
         act_device = resolve_act_device(cfg.agent.act_device, self.device)
         self.acting = ActingPolicy(self.agent, act_device, cfg.agent.act_sync_every)
-        self.data = self._build_data(obs_dim, act_dim)
+        with seeded(cfg.seed + MODEL_SEED, self.device):
+            self.data = self._build_data(obs_dim, act_dim)
         # MBPO: a transition reaches D_env when its episode ends (mbpo.real_data); SAC: at once.
         commit = cfg.mbpo.real_data if cfg.algorithm.name == "mbpo" else "step"
         limit = episode_limit(cfg.env.name, cfg.env.version, cfg.env.max_episode_steps)

@@ -8,6 +8,7 @@ import math
 import os
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
@@ -615,14 +616,46 @@ def test_ant_and_humanoid_observations_are_mbpos_truncated_ones(
     torch.testing.assert_close(torch.as_tensor(obs, dtype=torch.float64), expected.double())
 
 
-def test_actor_log_std_is_squashed_into_minus_5_2_not_clipped() -> None:
-    """The kept difference (docs/fidelity.md): softlearning clips the log-std to [-20, 2];
-    here it is min + (max - min) (tanh(raw) + 1) / 2 with [min, max] = [-5, 2]."""
+def test_actor_log_std_is_clipped_to_minus_20_2_as_softlearning() -> None:
+    """softlearning's GaussianPolicy: log_scale_diag = clip_by_value(raw, *(-20, 2)), whose
+    gradient is 1 inside the range and 0 outside it. ``agent.log_std_mode=squash`` keeps the
+    smooth alternative, min + (max - min)(tanh(raw) + 1) / 2 on [-5, 2]."""
+    raw_np = np.array([-1e3, -25.0, -20.0, -1.0, 0.0, 0.5, 2.0, 3.0, 1e3], dtype=np.float32)
+    raw = torch.tensor(raw_np, requires_grad=True)
     sac = SAC(3, 2, SACConfig(hidden_sizes=[8]))
-    raw = torch.tensor([-1e3, -1.0, 0.0, 0.5, 1e3])
-    expected = -5.0 + 7.0 * (torch.tanh(raw) + 1.0) / 2.0
-    torch.testing.assert_close(sac.actor.log_std(torch.tanh(raw)), expected)
-    assert float(expected[0]) == -5.0 and float(expected[-1]) == 2.0
+    out = sac.actor.log_std(raw)
+    torch.testing.assert_close(out, torch.as_tensor(np.clip(raw_np, -20.0, 2.0)))
+    (grad,) = torch.autograd.grad(out.sum(), raw)
+    inside = (raw_np > -20.0) & (raw_np < 2.0)
+    assert torch.equal(grad[torch.as_tensor(inside)], torch.ones(int(inside.sum())))
+    assert torch.equal(
+        grad[torch.as_tensor(raw_np < -20.0) | torch.as_tensor(raw_np > 2.0)], torch.zeros(4)
+    )
+    smooth = SAC(3, 2, SACConfig(hidden_sizes=[8], log_std_mode="squash"))
+    expected = -5.0 + 7.0 * (np.tanh(raw_np.astype(np.float64)) + 1.0) / 2.0
+    torch.testing.assert_close(
+        smooth.actor.log_std(raw.detach()).double(), torch.as_tensor(expected), atol=1e-6, rtol=0
+    )
+
+
+def test_initial_policy_is_as_wide_as_softlearnings() -> None:
+    """With clipping, glorot weights and zero biases, the untrained actor's log-std is the raw
+    head's output, near 0 (std ~ 1), so its tanh-Gaussian's entropy is positive as in
+    softlearning; squashing into [-5, 2] starts it near -1.5 (std ~ 0.2)."""
+    torch.manual_seed(0)
+    obs = torch.randn(4096, 11)
+    widths = {}
+    for mode in ("clip", "squash"):
+        torch.manual_seed(1)
+        actor = SAC(11, 3, SACConfig(log_std_mode=mode)).actor
+        with torch.no_grad():
+            _, log_std = actor(obs)
+            raw = actor.net(obs)[:, 3:]
+        widths[mode] = float(log_std.mean())
+        if mode == "clip":
+            torch.testing.assert_close(log_std, raw.clamp(-20.0, 2.0))
+    assert abs(widths["clip"]) < 0.5
+    assert widths["squash"] == pytest.approx(-1.5, abs=0.5)
 
 
 @pytest.mark.parametrize("how", ["glorot", "torch"])

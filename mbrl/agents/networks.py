@@ -65,7 +65,8 @@ class Actor(nn.Module):
         super().__init__()
         self.act_dim = act_dim
         self.net = mlp(obs_dim, cfg.hidden_sizes, 2 * act_dim)
-        self.log_std_min, self.log_std_max = cfg.log_std_min, cfg.log_std_max
+        self.log_std_mode = cfg.log_std_mode
+        self.log_std_min, self.log_std_max = cfg.log_std_range()
         for layer in self.linears:
             init_layer(layer.weight, layer.bias, layer.in_features, layer.out_features, cfg.init)
 
@@ -74,15 +75,15 @@ class Actor(nn.Module):
         h = self.net[:-1](obs)
         with fp32(h):  # the head in fp32 under AMP: a bf16 mean carries ~3 significant digits
             mean, raw = self.net[-1](full(h)).chunk(2, dim=-1)
-        return mean, self.log_std(torch.tanh(raw))
+        return mean, self.log_std(raw)
 
-    def log_std(self, tanh_raw: Tensor) -> Tensor:
-        # Smooth squashing into [min, max] instead of a hard clamp (as CleanRL / SpinningUp).
-        return self.log_std_min + self.half_range * (tanh_raw + 1.0)
-
-    @property
-    def half_range(self) -> float:
-        return 0.5 * (self.log_std_max - self.log_std_min)
+    def log_std(self, raw: Tensor) -> Tensor:
+        """The head's raw log-std output -> the log-std in [min, max]."""
+        if self.log_std_mode == "clip":  # softlearning: tf.clip_by_value(log_scale_diag, -20, 2)
+            return raw.clamp(self.log_std_min, self.log_std_max)
+        # squash: smoothly, with a gradient everywhere (as CleanRL / SpinningUp)
+        half_range = 0.5 * (self.log_std_max - self.log_std_min)
+        return self.log_std_min + half_range * (torch.tanh(raw) + 1.0)
 
     @property
     def linears(self) -> list[nn.Linear]:

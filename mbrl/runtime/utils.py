@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import random
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -48,6 +50,18 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
+
+
+@contextmanager
+def seeded(seed: int, device: torch.device) -> Iterator[None]:
+    """Inside, torch's global generators start from ``seed``; after, they are as they were.
+    A component built inside (its initial weights) depends on the run's seed alone, not on
+    what was built or drawn before it: runs that differ only in the model start from the
+    same agent."""
+    devices = [device] if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(seed)
+        yield
 
 
 def make_generator(device: torch.device, seed: int) -> torch.Generator:

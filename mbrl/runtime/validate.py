@@ -21,6 +21,7 @@ from mbrl.config import (
     AMP_MODES,
     COMPILE_MODES,
     DEVICES,
+    LOG_STD_MODES,
     REAL_DATA,
     REWARDER_MODES,
     SAC_INITS,
@@ -164,10 +165,10 @@ def _check_agent(a: SACConfig) -> None:
         raise ConfigError(f"agent.gamma={a.gamma!r} is not allowed; it must be in [0, 1)")
     if not 0 < a.tau <= 1:
         raise ConfigError(f"agent.tau={a.tau!r} is not allowed; it must be in (0, 1]")
-    if not a.log_std_min < a.log_std_max:
-        raise ConfigError(
-            f"agent.log_std_min={a.log_std_min} must be below agent.log_std_max={a.log_std_max}"
-        )
+    _choice("agent.log_std_mode", a.log_std_mode, tuple(LOG_STD_MODES))
+    low, high = a.log_std_range()
+    if not low < high:
+        raise ConfigError(f"agent.log_std_min={low} must be below agent.log_std_max={high}")
 
 
 def _check_resume(c: Config) -> None:
