@@ -65,6 +65,15 @@ def episode_limit(name: str, version: str | None, max_episode_steps: int | None)
     return int(limit)
 
 
+def alive_bonus(name: str, version: str | None) -> float | None:
+    """The reward an env pays per step for staying alive (Hopper 1, Humanoid 5), or None for
+    an env without one: a policy that stands still earns about this times its length."""
+    env = make_env(name, version=version)
+    bonus = getattr(env.unwrapped, "_healthy_reward", None)
+    env.close()
+    return None if bonus is None else float(bonus)
+
+
 def env_dims(env: gym.Env) -> tuple[int, int]:
     """(obs_dim, act_dim) of a flat Box env."""
     obs_shape = env.observation_space.shape

@@ -15,7 +15,11 @@ from typing import Any
 import numpy as np
 from omegaconf import OmegaConf
 
-IGNORED = ("seed", "resume", "logger.", "checkpoint.", "eval.", "threads", "device")
+# Keys that say how a run ran, not what it is: never a setting's label.
+IGNORED: tuple[str, ...] = ("seed", "resume", "total_steps", "logger.", "checkpoint.", "eval.")
+IGNORED += ("threads", "device", "hydra")
+# Config groups: a run picks one file of each (model=flow); its keys follow from the choice.
+GROUPS = ("env", "model", "algorithm", "agent")
 
 
 @dataclass
@@ -23,6 +27,16 @@ class Run:
     path: str
     config: dict[str, object]
     rows: list[dict[str, float]]
+    overrides: dict[str, str] | None = None  # its command line (hydra's overrides.yaml)
+
+    def value(self, key: str) -> object:
+        """A key's value in this run: its config's, or for a config group the name of the
+        file it picked (``model`` -> ``flow``)."""
+        if key in self.config:
+            return self.config[key]
+        if key in GROUPS:
+            return self.config.get(f"{key}.name", (self.overrides or {}).get(key))
+        return (self.overrides or {}).get(key)
 
     def curve(self, metric: str) -> tuple[np.ndarray, np.ndarray]:
         pts = [(r["step"], r[metric]) for r in self.rows if r.get(metric) is not None]
@@ -55,10 +69,11 @@ def find_runs(paths: list[str]) -> list[Run]:
                 found.append(root)
     if not found:
         raise FileNotFoundError(f"no run folder (with metrics.jsonl) under {', '.join(paths)}")
-    return [_load(p) for p in sorted(found)]
+    return [load_run(p) for p in sorted(found)]
 
 
-def _load(path: str) -> Run:
+def load_run(path: str) -> Run:
+    """A run folder's metrics, its resolved config (flat keys) and its command line."""
     with open(os.path.join(path, "metrics.jsonl"), encoding="utf-8") as f:
         rows = [json.loads(line) for line in f if line.strip()]
     cfg_path = os.path.join(path, "config.yaml")
@@ -66,7 +81,17 @@ def _load(path: str) -> Run:
     if os.path.isfile(cfg_path):
         container = OmegaConf.to_container(OmegaConf.load(cfg_path), resolve=True)
         config = _flatten(dict(container) if isinstance(container, dict) else {})
-    return Run(path, config, rows)
+    return Run(path, config, rows, _overrides(path))
+
+
+def _overrides(path: str) -> dict[str, str] | None:
+    """key -> value of the command line that started the run (None: not started by hydra)."""
+    file = os.path.join(path, ".hydra", "overrides.yaml")
+    if not os.path.isfile(file):
+        return None
+    listed = OmegaConf.load(file)
+    pairs = [str(o).lstrip("+~").split("=", 1) for o in listed]
+    return {p[0]: p[1] if len(p) > 1 else "" for p in pairs}
 
 
 def _flatten(d: dict[Any, Any], prefix: str = "") -> dict[str, object]:
@@ -81,20 +106,30 @@ def _flatten(d: dict[Any, Any], prefix: str = "") -> dict[str, object]:
 
 
 def group(runs: list[Run], by: list[str] | None = None) -> list[Setting]:
-    """Settings keyed by the config values that vary across runs (seeds pooled), or by the
-    given keys ``by`` only."""
-    keys = sorted({k for r in runs for k in r.config})
-    varying = by or [
-        k
-        for k in keys
-        if not k.startswith(IGNORED) and len({json.dumps(r.config.get(k)) for r in runs}) > 1
-    ]
+    """Settings keyed by what differs between the runs (seeds pooled), or by the given keys
+    ``by`` only. What differs: the command-line keys whose values differ (``model=flow``),
+    when hydra started every run; else the config keys, a group's keys in one (``model=``
+    its name, when the model differs)."""
+    varying = by or _varying(runs)
     settings: dict[str, Setting] = {}
     for run in runs:
-        parts = [f"{k}={run.config.get(k)}" for k in varying]
+        parts = [f"{k}={run.value(k)}" for k in varying]
         label = ",".join(parts) or str(run.config.get("env.name", os.path.basename(run.path)))
         settings.setdefault(label, Setting(label)).runs.append(run)
     return list(settings.values())
+
+
+def _varying(runs: list[Run]) -> list[str]:
+    def differs(key: str) -> bool:
+        return not key.startswith(IGNORED) and len({json.dumps(r.value(key)) for r in runs}) > 1
+
+    if all(r.overrides is not None for r in runs):
+        keys = sorted({k for r in runs for k in r.overrides or {}})
+        return [k for k in keys if differs(k)]
+    keys = sorted({k for r in runs for k in r.config})
+    chosen = [g for g in GROUPS if differs(f"{g}.name")]  # the group's name says it all
+    rest = [k for k in keys if k.split(".")[0] not in chosen and differs(k)]
+    return chosen + rest
 
 
 def summary(
@@ -117,11 +152,16 @@ def summary(
                     "setting": s.label,
                     "seeds": len(finals),
                     "final_mean": float(np.mean(finals)),
-                    "final_std": float(np.std(finals)),
+                    "final_std": sample_std(finals),
                     "auc": float(np.mean(aucs)),
                 }
             )
     return rows
+
+
+def sample_std(values: list[float]) -> float:
+    """The standard deviation over seeds with Bessel's correction (ddof 1); 0 for one."""
+    return float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
 
 
 def format_table(rows: list[dict[str, float | str]]) -> str:
@@ -183,7 +223,7 @@ def plot_curves(
             continue
         grid = np.unique(np.concatenate([c[0] for c in curves]))
         ys = np.stack([np.interp(grid, st, v) for st, v in curves])
-        mean, std = ys.mean(0), ys.std(0)
+        mean, std = ys.mean(0), ys.std(0, ddof=1) if len(ys) > 1 else np.zeros(len(grid))
         seeds = f"{len(curves)} seed{'' if len(curves) == 1 else 's'}"
         (line,) = ax.plot(grid, mean, label=f"{s.label} ({seeds})")
         ax.fill_between(grid, mean - std, mean + std, alpha=0.2, color=line.get_color())

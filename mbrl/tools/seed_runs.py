@@ -1,0 +1,247 @@
+"""``scripts/seeds.py``: S seeds x V variants of one config as ``scripts/train.py``
+processes, P at a time, to a step count or until a wall-clock deadline, resumable.
+
+Each run is a folder ``<out>/runs/<variant>/seed_<k>``; a run that has a checkpoint is
+continued with ``resume=`` (exactly, as a run never stopped), one that reached its steps is
+left alone. At the deadline (or on Ctrl-C) every process gets one SIGINT, the user's Ctrl-C:
+it stops after its current env step or model-fit epoch and writes ``ckpt/last.pt``; one that
+has not stopped ``grace`` seconds later is killed with its process group (its last
+checkpoint, from its last evaluation, stays).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TRAIN = os.path.join(ROOT, "scripts", "train.py")
+STOPPED = 130  # train.py's exit code after a Ctrl-C stop with a checkpoint
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One arm: its overrides (``model=flow``), shown as its label and named as its folder."""
+
+    overrides: tuple[str, ...]
+
+    @property
+    def label(self) -> str:
+        return " ".join(self.overrides) or "base"
+
+    @property
+    def folder(self) -> str:
+        name = "_".join(o.replace("=", "-") for o in self.overrides) or "base"
+        return re.sub(r"[^A-Za-z0-9_.,+-]", "-", name)
+
+
+@dataclass
+class Job:
+    """One run: a variant and a seed, in its folder."""
+
+    variant: Variant
+    seed: int
+    path: str
+    before: int = 0  # its env steps when this invocation started it
+    seconds: float = 0.0  # its wall time in this invocation
+    outcome: str = "pending"
+
+    @property
+    def name(self) -> str:
+        return f"{self.variant.folder}/seed_{self.seed}"
+
+    def steps(self) -> int:
+        """Env steps the run can continue from: its last logged step, if it has a checkpoint
+        (train.py always logs and checkpoints its last step)."""
+        if not os.path.isfile(os.path.join(self.path, "ckpt", "last.pt")):
+            return 0
+        return last_step(os.path.join(self.path, "metrics.jsonl"))
+
+    def command(self, base: list[str], target: int, threads: int) -> list[str]:
+        common = [f"total_steps={target}", "logger.progress=false", f"threads={threads}"]
+        if os.path.isfile(os.path.join(self.path, "ckpt", "last.pt")):
+            return [sys.executable, TRAIN, f"resume={self.path}", *common]
+        over = [*base, *self.variant.overrides, f"seed={self.seed}"]
+        return [sys.executable, TRAIN, *over, *common, f"hydra.run.dir={self.path}"]
+
+
+def last_step(metrics: str) -> int:
+    """The step of the last line of a metrics.jsonl (0 when there is none)."""
+    if not os.path.isfile(metrics):
+        return 0
+    with open(metrics, "rb") as f:
+        f.seek(0, os.SEEK_END)
+        f.seek(max(0, f.tell() - 65536))
+        lines = [line for line in f.read().splitlines() if line.strip()]
+    for line in reversed(lines):
+        try:
+            return int(json.loads(line)["step"])
+        except (ValueError, KeyError):
+            continue  # (a line cut by a kill)
+    return 0
+
+
+def set_aside(job: Job) -> str | None:
+    """A folder a run started in but never checkpointed (stopped during its start-up) is
+    renamed, not deleted, so that the run starts afresh in its place."""
+    if not os.path.isdir(job.path) or os.path.isfile(os.path.join(job.path, "ckpt", "last.pt")):
+        return None
+    aside = f"{job.path}.unsaved-{time.strftime('%Y%m%d_%H%M%S')}"
+    os.rename(job.path, aside)
+    return aside
+
+
+@dataclass
+class Pool:
+    """Runs jobs P at a time until each reaches ``target`` or the deadline passes."""
+
+    base: list[str]
+    procs: int
+    threads: int
+    deadline: float  # time.time() after which every process is asked to stop
+    grace: float  # seconds from that request to a kill
+    logs: str  # folder for each run's console output
+    on_change: Callable[[], None] = lambda: None  # after each run ends (rewrite the report)
+    every: float = 300.0  # ... and at least this often, in seconds, while runs go on
+    say: Callable[[str], None] = lambda text: print(text, file=sys.stderr, flush=True)
+    active: dict[int, tuple[Job, subprocess.Popen[bytes], float]] = field(default_factory=dict)
+    stopping_since: float | None = None
+    _changed: float = field(default_factory=time.time)
+
+    def run(self, jobs: list[Job], target: int) -> None:
+        """Advance ``jobs`` to ``target`` env steps (those already there are skipped)."""
+        queue = [j for j in jobs if j.steps() < target]
+        try:
+            while (queue and self.stopping_since is None) or self.active:
+                while queue and len(self.active) < self.procs and self.stopping_since is None:
+                    self._start(queue.pop(0), target)
+                self._reap()
+                if self.stopping_since is None and time.time() >= self.deadline:
+                    self.stop("the budget is spent")
+                self._kill_overdue()
+                if time.time() - self._changed >= self.every:
+                    self._report()
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            self.stop("Ctrl-C")
+            self._drain()
+            raise
+
+    def _start(self, job: Job, target: int) -> None:
+        aside = set_aside(job)
+        if aside:
+            self.say(f"{job.name}: no checkpoint in its folder; moved to {aside}")
+        job.before = job.steps()
+        os.makedirs(self.logs, exist_ok=True)
+        log = open(self.log_path(job), "ab")  # noqa: SIM115
+        cmd = job.command(self.base, target, self.threads)
+        log.write(f"\n$ {' '.join(cmd)}\n".encode())
+        log.flush()
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        log.close()  # (the child holds its own descriptor)
+        self.active[proc.pid] = (job, proc, time.time())
+        verb = "continues" if job.before else "starts"
+        self.say(f"{job.name} {verb} at step {job.before:,} -> {target:,} (pid {proc.pid})")
+
+    def log_path(self, job: Job) -> str:
+        """The file a run's console output goes to."""
+        return os.path.join(self.logs, job.name.replace("/", "__") + ".log")
+
+    def _reap(self) -> None:
+        for pid, (job, proc, started) in list(self.active.items()):
+            code = proc.poll()
+            if code is None:
+                continue
+            del self.active[pid]
+            job.seconds += time.time() - started
+            now = job.steps()
+            job.outcome = {0: "done", STOPPED: "stopped"}.get(code, f"failed (exit {code})")
+            self.say(f"{job.name} {job.outcome} at step {now:,} ({job.seconds:,.0f} s)")
+            if job.outcome.startswith("failed"):
+                self.say(
+                    f"  its output: {os.path.join(self.logs, job.name.replace('/', '__'))}.log"
+                )
+            self._report()
+
+    def _report(self) -> None:
+        self._changed = time.time()
+        self.on_change()
+
+    def stop(self, why: str) -> None:
+        """Ask every running process to stop (one SIGINT each); no new ones start."""
+        if self.stopping_since is not None:
+            return
+        self.stopping_since = time.time()
+        self.say(f"{why}: asking {len(self.active)} runs to stop and checkpoint")
+        for _, proc, _ in self.active.values():
+            _signal(proc, signal.SIGINT, group=False)
+
+    def _kill_overdue(self) -> None:
+        if self.stopping_since is None or time.time() - self.stopping_since < self.grace:
+            return
+        for job, proc, _ in self.active.values():
+            if proc.poll() is None:
+                self.say(f"{job.name} has not stopped {self.grace:.0f} s after SIGINT: killed")
+                _signal(proc, signal.SIGKILL, group=True)
+
+    def _drain(self) -> None:
+        """Wait for the stopping processes (a second Ctrl-C kills them at once)."""
+        try:
+            while self.active:
+                self._reap()
+                self._kill_overdue()
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            for _, proc, _ in self.active.values():
+                _signal(proc, signal.SIGKILL, group=True)
+            self._reap()
+
+
+def _signal(proc: subprocess.Popen[bytes], sig: int, group: bool) -> None:
+    try:
+        if group:  # the run with its compile workers and env workers
+            os.killpg(proc.pid, sig)
+        else:
+            proc.send_signal(sig)
+    except ProcessLookupError:
+        pass
+
+
+def parse_duration(text: str) -> float:
+    """``2h``, ``90m``, ``1h30m``, ``45s`` or plain seconds -> seconds."""
+    plain = text.strip()
+    if re.fullmatch(r"\d+(\.\d+)?", plain):
+        return float(plain)
+    parts = re.findall(r"(\d+(?:\.\d+)?)([hms])", plain)
+    if not parts or "".join(n + u for n, u in parts) != plain:
+        raise ValueError(f"--budget {text!r}: give a duration such as 2h, 90m, 1h30m or 45s")
+    unit = {"h": 3600.0, "m": 60.0, "s": 1.0}
+    return sum(float(n) * unit[u] for n, u in parts)
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``0-4`` or ``0,2,5`` (or both: ``0-2,7``) -> the seeds."""
+    seeds: list[int] = []
+    for part in filter(None, text.split(",")):
+        low, _, high = part.partition("-")
+        if not low.isdigit() or (high and not high.isdigit()):
+            raise ValueError(f"--seeds {text!r}: give seeds as 0-4 or 0,1,2 (non-negative)")
+        seeds += range(int(low), int(high or low) + 1)
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise ValueError(f"--seeds {text!r}: give each seed once (0-4 or 0,1,2)")
+    return seeds
+
+
+def stages(steps: int, stage: int | None) -> list[int]:
+    """The step counts every run reaches in turn: all to ``stage``, then 2 x stage, ...,
+    then ``steps`` (with no stage, straight to ``steps``)."""
+    if not stage or stage >= steps:
+        return [steps]
+    return [*range(stage, steps, stage), steps]

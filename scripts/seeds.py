@@ -1,0 +1,252 @@
+"""Run one config over many seeds and variants, and report mean ± std over the seeds.
+
+    python scripts/seeds.py OUT --seeds 0-4 --vary model=gaussian,flow --steps 20000 \\
+        [--stage 5000] [--budget 2h] [--procs P] [--reference CSV] -- env=hopper env.version=v4
+
+Every (variant, seed) is a ``scripts/train.py`` run in ``OUT/runs/<variant>/seed_<k>``, P
+at a time (default: one per core on a CPU, with one torch thread each; 4 on a GPU). The same
+command again continues every run where it stopped (``--steps`` may grow; more seeds or
+variants may be added). ``--stage N`` takes every run to N env steps, then all to 2N, ...,
+so that a stopped campaign has all its seeds at about the same step. ``--budget`` stops
+every run cleanly (a checkpoint each) so that the command ends within the budget plus
+``--grace``. After each run ends, and every few minutes, it rewrites the report (in
+``--report``, default OUT): summary.md (the table: per variant and evaluated step, the
+return's mean ± std over seeds, n, and stand-still evaluations), summary.json, curves.png
+and .svg (a band per variant, and ``--reference``'s published curve), and metrics.tar.gz
+(each run's metrics and config, a few MB: what to bring back from a short-lived machine).
+``--report-only`` writes the report from the runs as they are.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import subprocess
+import sys
+import time
+from typing import Any
+
+from mbrl.tools.plotting import Reference, load_reference
+from mbrl.tools.seed_report import load_settings, write_report
+from mbrl.tools.seed_runs import (
+    ROOT,
+    Job,
+    Pool,
+    Variant,
+    parse_duration,
+    parse_seeds,
+    stages,
+)
+
+
+def arguments() -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="Overrides after OUT (or after --) apply to every run: env=hopper env.version=v4",
+    )
+    p.add_argument("out", help="the campaign's folder (its runs, manifest and report)")
+    p.add_argument("overrides", nargs="*", help="hydra overrides for every run")
+    p.add_argument("--seeds", default="0-2", help="0-4 or 0,1,2 (default 0-2)")
+    p.add_argument(
+        "--vary", action="append", default=[], help="key=v1,v2: one variant per value "
+        "(several --vary: every combination)"
+    )  # fmt: skip
+    p.add_argument(
+        "--variant", action="append", default=[], help='"k=v k2=v2": one variant, given '
+        "whole (repeatable; beside --vary's)"
+    )  # fmt: skip
+    p.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help="env steps per run (default: the config's total_steps)",
+    )
+    p.add_argument("--stage", type=int, default=None, help="take every run to N, 2N, ... in turn")
+    p.add_argument("--budget", default=None, help="wall-clock budget: 2h, 90m, 1h30m, 45s")
+    p.add_argument(
+        "--grace", type=float, default=120.0, help="seconds from a stop request to a kill"
+    )
+    p.add_argument("--procs", type=int, default=None, help="runs at a time")
+    p.add_argument("--threads", type=int, default=1, help="torch threads per run (default 1)")
+    p.add_argument("--reference", default=None, help="a published curve: CSV step,mean,std")
+    p.add_argument("--report", default=None, help="folder for the report (default OUT)")
+    p.add_argument("--report-every", type=float, default=300.0, help="seconds between reports")
+    p.add_argument("--report-only", action="store_true", help="write the report and exit")
+    return p.parse_intermixed_args()
+
+
+def variants(vary: list[str], given: list[str]) -> list[Variant]:
+    """--vary's combinations, then --variant's, each once."""
+    axes = []
+    for spec in vary:
+        key, sep, values = spec.partition("=")
+        if not sep or not key or not values:
+            raise ValueError(f"--vary {spec!r}: give key=value1,value2")
+        axes.append([f"{key}={v}" for v in values.split(",")])
+    out = [Variant(tuple(c)) for c in itertools.product(*axes)] if axes else []
+    out += [Variant(tuple(v.split())) for v in given]
+    out = list(dict.fromkeys(out)) or [Variant(())]
+    return out
+
+
+def check(base: list[str], arms: list[Variant], steps: int | None) -> tuple[int, str]:
+    """Every variant's config, validated as train.py would before anything starts; returns
+    (the runs' env steps, the device they train on)."""
+    from hydra import compose, initialize_config_dir
+
+    from mbrl.launch import register_resolvers
+    from mbrl.runtime.utils import resolve_device
+    from mbrl.runtime.validate import validate
+
+    register_resolvers()
+    totals, device = set(), "cpu"
+    with initialize_config_dir(config_dir=os.path.join(ROOT, "conf"), version_base=None):
+        for arm in arms:
+            try:
+                cfg = validate(compose("config", overrides=[*base, *arm.overrides]))
+            except Exception as err:  # (hydra's and ours: one line each)
+                raise ValueError(f"variant {arm.label!r}: {err}".splitlines()[0]) from None
+            totals.add(steps or cfg.total_steps)
+            device = resolve_device(cfg.device).type
+    if len(totals) > 1:
+        raise ValueError(f"the variants' total_steps differ ({sorted(totals)}); set --steps")
+    return totals.pop(), device
+
+
+def manifest(out: str, base: list[str], arms: list[Variant], seeds: list[int]) -> dict:
+    """OUT/seeds.json: the campaign's base overrides (fixed), variants and seeds (growing)."""
+    path = os.path.join(out, "seeds.json")
+    old = {"base": base, "variants": [], "seeds": []}
+    if os.path.isfile(path):
+        with open(path, encoding="utf-8") as f:
+            old = json.load(f)
+        if old["base"] != base:
+            raise ValueError(
+                f"{out} holds runs of {' '.join(old['base']) or '(no overrides)'}; "
+                f"these overrides are {' '.join(base) or '(none)'}: use another folder"
+            )
+    known = [Variant(tuple(v)) for v in old["variants"]]
+    data = {
+        "base": base,
+        "variants": [list(v.overrides) for v in dict.fromkeys([*known, *arms])],
+        "seeds": sorted(set(old["seeds"]) | set(seeds)),
+    }
+    os.makedirs(out, exist_ok=True)
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=1)
+    os.replace(path + ".tmp", path)
+    return data
+
+
+def commit() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "-C", ROOT, "describe", "--always", "--dirty", "--abbrev=7"],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        return out.stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def main() -> int:
+    args = arguments()
+    try:
+        seeds, arms = parse_seeds(args.seeds), variants(args.vary, args.variant)
+        budget = parse_duration(args.budget) if args.budget else None
+        if args.procs is not None and args.procs < 1:
+            raise ValueError(f"--procs {args.procs}: give 1 or more")
+        steps, device = check(args.overrides, arms, args.steps)
+        plan = manifest(args.out, args.overrides, arms, seeds)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    every = [Variant(tuple(v)) for v in plan["variants"]]
+    jobs = [
+        Job(v, s, os.path.join(args.out, "runs", v.folder, f"seed_{s}"))
+        for s in plan["seeds"]
+        for v in every  # seed-major: both arms of a seed run side by side (paired)
+    ]
+    chosen = [j for j in jobs if j.variant in arms and j.seed in seeds]
+    procs = args.procs or (4 if device == "cuda" else os.cpu_count() or 1)
+    history = _history(args.out)
+    now = time.time()
+    record: dict[str, Any] = {"start": now, "end": now, "procs": procs, "device": device}
+    record.update(commit=commit(), runs={})
+    report_dir = args.report or args.out
+    pool: Pool | None = None
+
+    def report() -> None:
+        record["end"] = time.time()
+        record["runs"] = {
+            j.name: {"before": j.before, "after": j.steps(), "seconds": j.seconds + _live(pool, j)}
+            for j in chosen
+            if j.outcome != "pending"
+        }
+        invocations = [*history, record] if record["runs"] else history
+        _save_history(args.out, invocations)
+        by_variant = [(v.label, [j.path for j in jobs if j.variant == v]) for v in every]
+        header = (
+            f"# {' '.join(args.overrides) or 'default config'}: {len(plan['seeds'])} seeds x "
+            f"{len(every)} variants\n\n`python scripts/seeds.py {' '.join(sys.argv[1:])}`; "
+            f"last written {time.strftime('%Y-%m-%d %H:%M')} at commit {record['commit']}"
+        )
+        write_report(report_dir, load_settings(by_variant), invocations, _reference(args), header)
+
+    if args.report_only:
+        report()
+        print(f"wrote the report in {report_dir}", file=sys.stderr)
+        return 0
+    deadline = time.time() + budget if budget else float("inf")
+    pool = Pool(args.overrides, procs, args.threads, deadline, args.grace,
+                os.path.join(args.out, "logs"), report, args.report_every)  # fmt: skip
+    print(
+        f"{len(chosen)} runs ({len(arms)} variants x {len(seeds)} seeds) to {steps:,} env steps, "
+        f"{procs} at a time on {device}" + (f", budget {args.budget}" if budget else ""),
+        file=sys.stderr,
+    )
+    try:
+        for target in stages(steps, args.stage):
+            pool.run(chosen, target)
+            if pool.stopping_since is not None:
+                break
+    except KeyboardInterrupt:
+        report()
+        print("stopped by Ctrl-C; the same command continues every run", file=sys.stderr)
+        return 130
+    report()
+    print(f"report: {os.path.join(report_dir, 'summary.md')}", file=sys.stderr)
+    failed = [j.name for j in chosen if j.outcome.startswith("failed")]
+    return 1 if failed else 0
+
+
+def _live(pool: Pool | None, job: Job) -> float:
+    """Seconds a still running job has run so far in this invocation."""
+    if pool is None:
+        return 0.0
+    return sum(time.time() - t for j, _, t in pool.active.values() if j is job)
+
+
+def _history(out: str) -> list[dict]:
+    path = os.path.join(out, "invocations.json")
+    if not os.path.isfile(path):
+        return []
+    with open(path, encoding="utf-8") as f:
+        return list(json.load(f))
+
+
+def _save_history(out: str, invocations: list[dict]) -> None:
+    path = os.path.join(out, "invocations.json")
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        json.dump(invocations, f, indent=1)
+    os.replace(path + ".tmp", path)
+
+
+def _reference(args: argparse.Namespace) -> Reference | None:
+    return load_reference(args.reference) if args.reference else None
+
+
+if __name__ == "__main__":
+    sys.exit(main())
