@@ -3,9 +3,10 @@
     python scripts/plot.py RUN_OR_SWEEP_DIR... [--out fig.png] [--metric eval/return_mean]
                            [--reference docs/reference/mbpo_hopper.csv]
 
-Runs are grouped by the config values that differ between them; seeds are pooled into a
-mean curve with a ±std band. Writes OUT (.png and .svg) and OUT_phases (.png and .svg), and
-prints setting -> final return mean ± std across seeds, and the AUC (the curve's mean height).
+Runs are grouped by what differs between them (the command-line overrides, e.g.
+``model=flow``); seeds are pooled into a mean curve with a ±std band (sample std). Writes
+OUT (.png and .svg) and OUT_phases (.png and .svg), and prints setting -> final return
+mean ± std across seeds, and the AUC (the curve's mean height).
 """
 
 from __future__ import annotations
@@ -35,8 +36,8 @@ def main() -> int:
     parser.add_argument(
         "--by",
         default=None,
-        help="group by these config keys only, comma-separated (default: every key that "
-        "differs between the runs, seed aside)",
+        help="group by these config keys only, comma-separated (default: the overrides "
+        "that differ between the runs, seed aside)",
     )
     parser.add_argument(
         "--reference",

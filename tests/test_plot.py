@@ -65,3 +65,38 @@ def test_plot_reports_missing_runs(tmp_path: str) -> None:
     plot = [sys.executable, os.path.join(ROOT, "scripts", "plot.py"), str(tmp_path)]
     proc = subprocess.run(plot, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "no run folder" in proc.stderr
+
+
+def _run_folder(root: str, name: str, overrides: list[str], hydra: bool) -> str:
+    """A run folder as train.py leaves it: the whole resolved config, the command line."""
+    from test_fidelity import composed
+
+    from mbrl.runtime.validate import to_yaml
+
+    path = os.path.join(root, name)
+    os.makedirs(os.path.join(path, ".hydra"))
+    with open(os.path.join(path, "config.yaml"), "w", encoding="utf-8") as f:
+        f.write(to_yaml(composed(*overrides)))
+    if hydra:
+        with open(os.path.join(path, ".hydra", "overrides.yaml"), "w", encoding="utf-8") as f:
+            f.write("".join(f"- {o}\n" for o in overrides))
+    with open(os.path.join(path, "metrics.jsonl"), "w", encoding="utf-8") as f:
+        f.write('{"step": 1000, "eval/return_mean": 1.0}\n')
+    return path
+
+
+@pytest.mark.parametrize("hydra", [True, False])
+def test_labels_name_only_what_differs(tmp_path: str, hydra: bool) -> None:
+    """A model=flow,gaussian x seed=0,1 sweep: two settings labelled model=flow and
+    model=gaussian, not every model key (with or without hydra's record of the command)."""
+    from mbrl.tools.plotting import find_runs, group
+
+    for model in ("flow", "gaussian"):
+        for seed in (0, 1):
+            over = ["env=hopper", f"model={model}", f"seed={seed}", "total_steps=8000"]
+            _run_folder(str(tmp_path), f"{model}_{seed}", over, hydra)
+    settings = group(find_runs([str(tmp_path)]))
+    assert sorted((s.label, len(s.runs)) for s in settings) == [
+        ("model=flow", 2),
+        ("model=gaussian", 2),
+    ]

@@ -188,8 +188,10 @@ class Reference:
 def load_reference(path: str) -> Reference:
     """A CSV with columns ``step,mean,std`` (``#`` lines are comments); the label is the file
     name (``docs/reference/mbpo_hopper.csv`` -> ``mbpo_hopper``)."""
-    table = np.loadtxt(path, delimiter=",", comments="#", skiprows=0, dtype=str)
-    header, values = list(table[0]), table[1:].astype(float)
+    with open(path, encoding="utf-8") as f:
+        lines = [line.strip() for line in f if line.strip() and not line.startswith("#")]
+    table = [line.split(",") for line in lines]
+    header, values = table[0], np.array(table[1:], dtype=float).reshape(-1, len(table[0]))
     if header != ["step", "mean", "std"]:
         raise ValueError(f"{path}: expected the columns step,mean,std, got {','.join(header)}")
     label = os.path.splitext(os.path.basename(path))[0]

@@ -163,6 +163,8 @@ class Pool:
             job.seconds += time.time() - started
             now = job.steps()
             job.outcome = {0: "done", STOPPED: "stopped"}.get(code, f"failed (exit {code})")
+            if code not in (0, STOPPED) and self.stopping_since is not None:
+                job.outcome = f"stopped (exit {code})"  # (asked to stop, during its start-up)
             self.say(f"{job.name} {job.outcome} at step {now:,} ({job.seconds:,.0f} s)")
             if job.outcome.startswith("failed"):
                 self.say(

@@ -1,0 +1,126 @@
+"""scripts/seeds.py as a user runs it: seeds x variants as processes, its report checked
+against the runs' own metrics.jsonl, a rerun that continues instead of restarting, a budget
+that stops every run with a checkpoint."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from mbrl.tools.seed_report import Cell, stands_still
+from mbrl.tools.seed_runs import parse_duration, parse_seeds, stages
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TINY = [
+    "env=pendulum", "algorithm=sac", "algorithm.init_steps=100", "algorithm.updates_per_step=1",
+    "agent.hidden_sizes=[16,16]", "agent.batch_size=32", "eval.every=100", "eval.episodes=2",
+    "compile=false", "logger.tensorboard=false",
+]  # fmt: skip
+
+
+def seeds(out: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, os.path.join(ROOT, "scripts", "seeds.py"), out, *args, "--", *TINY]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+
+
+def _evals(run: str) -> dict[int, float]:
+    with open(os.path.join(run, "metrics.jsonl"), encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f]
+    return {r["step"]: r["eval/return_mean"] for r in rows if "eval/return_mean" in r}
+
+
+def test_report_matches_the_runs_and_a_rerun_continues(tmp_path: str) -> None:
+    out = os.path.join(tmp_path, "camp")
+    args = ["--seeds", "0-1", "--vary", "agent.init=glorot,torch", "--procs", "2"]
+    first = seeds(out, *args, "--steps", "200")
+    assert first.returncode == 0, first.stderr
+    runs = {
+        (init, s): os.path.join(out, "runs", f"agent.init-{init}", f"seed_{s}")
+        for init in ("glorot", "torch")
+        for s in (0, 1)
+    }
+    with open(os.path.join(out, "summary.json"), encoding="utf-8") as f:
+        report = json.load(f)["variants"]
+    for init in ("glorot", "torch"):
+        per_seed = [_evals(runs[init, s]) for s in (0, 1)]
+        assert [sorted(e) for e in per_seed] == [[100, 200]] * 2
+        for step in (100, 200):
+            values = [e[step] for e in per_seed]
+            cell = report[f"agent.init={init}"][str(step)]
+            assert cell["n"] == 2 and cell["still"] == 0  # (Pendulum has no alive bonus)
+            assert cell["mean"] == pytest.approx(np.mean(values))
+            assert cell["std"] == pytest.approx(np.std(values, ddof=1))
+    with open(os.path.join(out, "summary.md"), encoding="utf-8") as f:
+        table = f.read()
+    assert "| env steps | agent.init=glorot | agent.init=torch |" in table
+    for name in ("curves.png", "curves.svg", "metrics.tar.gz"):
+        assert os.path.getsize(os.path.join(out, name)) > 0
+
+    # the same command for one of the runs, further: it continues (the others stay as they are)
+    before = {k: _evals(p) for k, p in runs.items()}
+    one = ["--seeds", "1", "--vary", "agent.init=torch"]
+    again = seeds(out, *one, "--steps", "300")
+    assert again.returncode == 0, again.stderr
+    assert "agent.init-torch/seed_1 continues at step 200 -> 300" in again.stderr, again.stderr
+    path = runs["torch", 1]
+    after = _evals(path)
+    assert sorted(after) == [100, 200, 300]
+    assert {s: after[s] for s in (100, 200)} == before["torch", 1]  # continued, not restarted
+    assert any(d.startswith("resume_") for d in os.listdir(os.path.join(path, ".hydra")))
+    assert all(_evals(p) == before[k] for k, p in runs.items() if k != ("torch", 1))
+    with open(os.path.join(out, "summary.json"), encoding="utf-8") as f:
+        cells = json.load(f)["variants"]["agent.init=torch"]
+    assert cells["300"]["n"] == 1 and cells["200"]["n"] == 2
+    done = seeds(out, *one, "--steps", "300")  # nothing left to do
+    assert done.returncode == 0 and "starts" not in done.stderr and "continues" not in done.stderr
+
+
+@pytest.mark.slow
+def test_a_budget_stops_every_run_with_a_checkpoint(tmp_path: str) -> None:
+    out = os.path.join(tmp_path, "camp")
+    res = seeds(out, "--seeds", "0-1", "--steps", "200000", "--budget", "25s", "--procs", "2")
+    assert res.returncode == 0, res.stderr
+    assert "the budget is spent: asking 2 runs to stop" in res.stderr
+    for s in (0, 1):
+        run = os.path.join(out, "runs", "base", f"seed_{s}")
+        assert os.path.isfile(os.path.join(run, "ckpt", "last.pt"))
+        assert f"base/seed_{s} stopped at step" in res.stderr
+    with open(os.path.join(out, "invocations.json"), encoding="utf-8") as f:
+        (inv,) = json.load(f)
+    assert inv["procs"] == 2 and all(r["after"] > 0 for r in inv["runs"].values())
+
+
+def test_bad_input_is_refused_before_any_run(tmp_path: str) -> None:
+    out = os.path.join(tmp_path, "camp")
+    res = seeds(out, "--vary", "model=gausian")
+    assert res.returncode == 2 and "model=gausian" in res.stderr
+    assert not os.path.exists(os.path.join(out, "runs"))
+    with pytest.raises(ValueError, match="--seeds"):
+        parse_seeds("a-b")
+    with pytest.raises(ValueError, match="--budget"):
+        parse_duration("2 hours")
+
+
+def test_parsing_and_stages() -> None:
+    assert parse_seeds("0-2,7") == [0, 1, 2, 7]
+    assert parse_duration("1h30m") == 5400 and parse_duration("45") == 45
+    assert stages(20000, 5000) == [5000, 10000, 15000, 20000]
+    assert stages(12000, 5000) == [5000, 10000, 12000]
+    assert stages(20000, None) == [20000]
+
+
+def test_stand_still_evaluations() -> None:
+    """Hopper: alive bonus 1, limit 1000. A policy that stands still earns ~1 per step."""
+    assert stands_still(1007.0, 1000.0, 1000, 1.0)
+    assert not stands_still(1100.0, 1000.0, 1000, 1.0)  # it moved forward: more than 5 %
+    assert not stands_still(990.0, 990.0, 1000, 1.0)  # one episode fell before the limit
+    assert not stands_still(1000.0, 1000.0, 1000, None)  # no alive bonus (Pendulum)
+    cell = Cell([1.0, 2.0, 4.0], [True, False, False])
+    assert cell.mean == pytest.approx(7 / 3) and cell.std == pytest.approx(
+        np.std([1, 2, 4], ddof=1)
+    )
