@@ -14,6 +14,8 @@ from torch import Tensor
 from mbrl.envs.vector import make_vector_env, resolve_vector
 
 DeterministicPolicy = Callable[[Tensor], Tensor]  # obs [B, obs_dim] -> act [B, act_dim]
+# A run evaluates on episodes from seeds seed + EVAL_SEED + i: apart from its training envs'
+EVAL_SEED = 10_000
 
 
 class Evaluator:

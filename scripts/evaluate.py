@@ -1,8 +1,12 @@
 """Evaluate a finished (or running) training run.
 
-    python scripts/evaluate.py RUN_DIR [--ckpt best|last|N] [--episodes 10] [--video [PATH]]
+    python scripts/evaluate.py RUN_DIR [--ckpt best|last|N] [--episodes 10] [--seed 123]
+                               [--as-training] [--video [PATH]]
 
-Loads the checkpoint's actor, runs deterministic episodes and prints the return mean and std;
+Loads the checkpoint's actor, runs deterministic episodes (episode i from env seed
+``--seed`` + i: episodes training never evaluated on) and prints the return mean and std;
+``--as-training`` runs training's own evaluation episodes instead (``eval.episodes`` of them,
+from seed ``seed`` + 10 000), so the return is the one the run logged at that step.
 ``--video`` films one episode (GIF by default; MP4 needs imageio-ffmpeg) with headless
 rendering (MUJOCO_GL=egl, or osmesa).
 """
@@ -16,13 +20,20 @@ import sys
 from mbrl.runtime.progress import episodes
 from mbrl.tools.eval_checkpoint import EvaluateError, evaluate, record_video
 
+SEED, EPISODES = 123, 10  # the default episodes: env seeds 123..132
+
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("run_dir")
     parser.add_argument("--ckpt", default="best", help="best | last | N (iteration_N.pt)")
-    parser.add_argument("--episodes", type=int, default=10)
-    parser.add_argument("--seed", type=int, default=123)
+    parser.add_argument("--episodes", type=int, default=None, help=f"default {EPISODES}")
+    parser.add_argument("--seed", type=int, default=None, help=f"episode i: seed + i ({SEED})")
+    parser.add_argument(
+        "--as-training",
+        action="store_true",
+        help="training's evaluation episodes (its eval.episodes, from its seed + 10 000)",
+    )
     parser.add_argument(
         "--video",
         nargs="?",
@@ -31,18 +42,25 @@ def main() -> int:
         help="film one episode (default path: RUN_DIR/video_<ckpt>.gif)",
     )
     args = parser.parse_args()
+    if args.as_training and (args.seed is not None or args.episodes is not None):
+        parser.error("--as-training runs training's episodes: leave out --seed and --episodes")
+    if not args.as_training:
+        args.seed = SEED if args.seed is None else args.seed
+        args.episodes = EPISODES if args.episodes is None else args.episodes
     try:
         r = evaluate(args.run_dir, args.ckpt, args.episodes, args.seed)
+        n, seed = int(r["episodes"]), int(r["seed"])
+        which = "training's evaluation episodes" if args.as_training else "--seed"
         print(
             f"{args.run_dir} [{args.ckpt}, step {int(r['step'])}]: return "
-            f"{r['eval/return_mean']:.1f} ± {r['eval/return_std']:.1f} over "
-            f"{episodes(args.episodes)} (min {r['eval/return_min']:.1f}, "
+            f"{r['eval/return_mean']:.1f} ± {r['eval/return_std']:.1f} over {episodes(n)} "
+            f"(env seeds {seed}..{seed + n - 1}: {which}; min {r['eval/return_min']:.1f}, "
             f"max {r['eval/return_max']:.1f})"
         )
         if args.video is not None:
             path = args.video or os.path.join(args.run_dir, f"video_{args.ckpt}.gif")
-            n = record_video(args.run_dir, args.ckpt, path, args.seed)
-            print(f"wrote {path} ({n} frames)")
+            frames = record_video(args.run_dir, args.ckpt, path, seed)
+            print(f"wrote {path} ({frames} frames, the episode from env seed {seed})")
     except EvaluateError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

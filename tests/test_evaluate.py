@@ -19,7 +19,7 @@ from mbrl.evaluator import DeterministicPolicy, Evaluator, episode_metrics, sequ
 from mbrl.tools.eval_checkpoint import EvaluateError, evaluate, record_video
 from mbrl.trainer import Trainer
 
-from test_trainer import tiny_config
+from test_trainer import _rows, tiny_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -64,6 +64,27 @@ def test_evaluate_prints_returns(finished_run: str) -> None:
     ]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "return" in out.stdout and "over 2 episodes" in out.stdout
+
+
+def test_as_training_evaluates_trainings_episodes(finished_run: str) -> None:
+    """--as-training gives exactly the return the run logged at the checkpoint's step, and
+    says which episodes it ran; the default episodes are other ones, and it says so too."""
+    logged = {
+        r["step"]: r["eval/return_mean"] for r in _rows(finished_run) if "eval/return_mean" in r
+    }
+    for ckpt in ("200", "400", "best"):
+        r = evaluate(finished_run, ckpt, None, None)
+        assert (r["seed"], r["episodes"]) == (10_000, 2)  # tiny_config: seed 0, 2 episodes
+        assert r["eval/return_mean"] == logged[int(r["step"])], ckpt
+    script = [sys.executable, os.path.join(ROOT, "scripts", "evaluate.py"), finished_run]
+    out = subprocess.run([*script, "--as-training"], capture_output=True, text=True, timeout=120)
+    best = evaluate(finished_run, "best", None, None)["eval/return_mean"]
+    assert out.returncode == 0 and f"return {best:.1f} ± " in out.stdout, out.stderr
+    assert "over 2 episodes (env seeds 10000..10001: training's evaluation episodes" in out.stdout
+    out = subprocess.run(script, capture_output=True, text=True, timeout=120)
+    assert "over 10 episodes (env seeds 123..132: --seed" in out.stdout
+    out = subprocess.run([*script, "--as-training", "--seed", "5"], capture_output=True, text=True)
+    assert out.returncode == 2 and "leave out --seed and --episodes" in out.stderr
 
 
 def test_bad_runs_and_checkpoints_fail_clearly(finished_run: str, tmp_path: str) -> None:

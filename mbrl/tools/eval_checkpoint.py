@@ -15,7 +15,7 @@ import torch
 from mbrl.agents import SAC
 from mbrl.config import Config, ConfigError
 from mbrl.envs import env_dims, make_env
-from mbrl.evaluator import Evaluator
+from mbrl.evaluator import EVAL_SEED, Evaluator
 from mbrl.runtime.checkpoint import CheckpointError, load
 from mbrl.runtime.utils import configure_cpu, resolve_device
 from mbrl.runtime.validate import load_config
@@ -71,22 +71,34 @@ def build_actor(cfg: Config, state: dict[str, Any], device: torch.device) -> SAC
     return agent
 
 
-def evaluate(run_dir: str, which: str, episodes: int, seed: int) -> dict[str, float]:
-    """Deterministic episodes with the checkpoint's actor; returns ``eval/*`` numbers."""
-    if episodes < 1:
+def evaluate(run_dir: str, which: str, episodes: int | None, seed: int | None) -> dict[str, float]:
+    """Deterministic episodes with the checkpoint's actor, episode i from env seed
+    ``seed + i``; returns ``eval/*`` numbers, and the ``step``, ``seed`` and ``episodes``.
+    ``episodes``/``seed`` None: training's evaluation (``eval.episodes`` episodes from seed
+    ``seed + EVAL_SEED``), which gives the return the run logged at the checkpoint's step."""
+    if episodes is not None and episodes < 1:
         raise EvaluateError(f"--episodes {episodes} is not allowed; it must be >= 1")
     cfg, state = load_run(run_dir, which)
+    episodes = cfg.eval.episodes if episodes is None else episodes
+    seed = cfg.seed + EVAL_SEED if seed is None else seed
     configure_cpu(cfg.threads, cfg.flush_denormal)
     device = resolve_device("cpu" if not torch.cuda.is_available() else cfg.device)
     agent = build_actor(cfg, state, device)
+    vector = cfg.eval.vector
     evaluator = Evaluator(
-        cfg.env.name, episodes, seed, device, cfg.env.max_episode_steps, version=cfg.env.version
+        cfg.env.name,
+        episodes,
+        seed,
+        device,
+        cfg.env.max_episode_steps,
+        vector=vector,
+        version=cfg.env.version,
     )
     try:
         result = evaluator.run(lambda obs: agent.act(obs, deterministic=True, generator=None))
     finally:
         evaluator.close()
-    return {**result, "step": float(state["step"])}
+    return {**result, "step": float(state["step"]), "seed": seed, "episodes": episodes}
 
 
 def record_video(run_dir: str, which: str, path: str, seed: int, fps: int = 30) -> int:
