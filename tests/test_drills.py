@@ -1,13 +1,16 @@
-"""Failure drills on real training processes: kill -9 at chosen moments and resume, Ctrl-C,
-a disk that runs full while a checkpoint is written, NaN injected into the data and the model,
-two runs pointed at one folder, buffers that cannot fit in memory."""
+"""Failure drills on real training processes: kill -9 at chosen moments and resume, Ctrl-C
+(once, twice, while the run compiles), a disk that runs full while a checkpoint is written,
+NaN injected into the data and the model, two runs pointed at one folder, buffers that cannot
+fit in memory."""
 
 from __future__ import annotations
 
 import errno
+import hashlib
 import io
 import math
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -258,6 +261,129 @@ def test_ctrl_c_in_a_model_fit_stops_after_the_epoch_and_resumes_exactly(
     assert paused is not None and 1 <= paused["epoch"] < 25
     _finish(["resume=" + run], run)
     _assert_resumed_equals(uninterrupted["mbpo"], run, model=True)
+
+
+def _sha(path: str) -> str:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def _terminal_ctrl_c(args: list[str], run: str, env: dict[str, str], after: float) -> str:
+    """Start a run in a process group of its own, as a terminal's job; ``after`` seconds
+    after it says it compiles, send SIGINT to the whole group (what Ctrl-C in a terminal
+    does: the compiler's processes get it too). Returns everything the group wrote, once
+    the last of its processes has ended."""
+    proc = subprocess.Popen(
+        [*TRAIN, *args, f"hydra.run.dir={run}"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    seen, reader = _stderr_reader(proc)
+    deadline = time.monotonic() + 120
+    while "compiling" not in "".join(seen):
+        assert proc.poll() is None and time.monotonic() < deadline, "".join(seen)[-2000:]
+        time.sleep(0.01)
+    time.sleep(after)
+    os.killpg(proc.pid, signal.SIGINT)
+    assert proc.wait(timeout=30) == 130, "".join(seen)[-2000:]  # at once, not after compiling
+    reader.join(timeout=120)  # (the pipe closes when the group's last process has ended)
+    assert not reader.is_alive()
+    return "".join(seen)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("after", [1.0, 8.0])
+def test_ctrl_c_while_compiling_quits_at_once_and_says_nothing_was_saved(
+    after: float, tmp_path: str
+) -> None:
+    """Ctrl-C in the compile warm-up (a cold inductor cache: it lasts tens of seconds), as a
+    terminal sends it, to the run and the compiler's processes: one line, exit code 130, no
+    traceback from any of them, no checkpoint and no .lock. resume= then says that nothing
+    was saved, in one line; the folder starts afresh."""
+    run = os.path.join(tmp_path, "run")
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": os.path.join(tmp_path, "inductor")}
+    text = _terminal_ctrl_c(RUNS["mbpo_compiled"], run, env, after)
+    lines = [line for line in text.splitlines() if line.strip()]
+    assert lines[-1].startswith("stopped while the run was starting (Ctrl-C): nothing was saved")
+    assert "Traceback" not in text and "Exception ignored" not in text, text[-3000:]
+    assert lines[-2].startswith("compiling"), text[-3000:]  # nothing else since
+    assert not os.path.exists(os.path.join(run, "ckpt", "last.pt"))
+    assert not os.path.exists(os.path.join(run, ".lock"))
+    again = subprocess.run(
+        [*TRAIN, f"resume={run}"], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert again.returncode == 2 and again.stderr.count("\n") == 1, again.stderr
+    assert "nothing was saved yet in this run" in again.stderr
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_a_resume_compiles_leaves_the_run_as_it_was(
+    uninterrupted: dict[str, str], tmp_path: str
+) -> None:
+    import shutil
+
+    run = os.path.join(tmp_path, "run")
+    shutil.copytree(uninterrupted["mbpo_compiled"], run)
+    last = os.path.join(run, "ckpt", "last.pt")
+    before = _sha(last)
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": os.path.join(tmp_path, "inductor")}
+    text = _terminal_ctrl_c([f"resume={run}", "total_steps=1250"], run, env, 1.0)
+    line = text.strip().splitlines()[-1]
+    assert line == (
+        "stopped while the run was starting (Ctrl-C): ckpt/last.pt still holds step 1000; "
+        f"continue with: python scripts/train.py resume={run}"
+    ), text[-3000:]
+    assert "Traceback" not in text and _sha(last) == before
+    assert not os.path.exists(os.path.join(run, ".lock"))
+
+
+@pytest.mark.slow
+def test_ctrl_c_twice_in_a_model_fit_quits_in_one_line(tmp_path: str) -> None:
+    """The first Ctrl-C asks for a stop after the fit's epoch; a second one, before that
+    epoch ends, quits at once: one line (no checkpoint written, the last one's step, the
+    resume command), exit code 130, last.pt as it was. The printed command continues."""
+    run = os.path.join(tmp_path, "run")
+    # The flow at its own sizes: fit epochs of ~0.5 s, long enough to Ctrl-C twice in one.
+    args = [a for a in MBPO_RUN if not a.startswith("model.flow.")]
+    proc = _start(args, run)
+    seen, reader = _stderr_reader(proc)
+    moment = _after(seen, "model fit: epoch", 750)
+    deadline = time.monotonic() + 300
+    while not moment():
+        assert proc.poll() is None and time.monotonic() < deadline, "".join(seen)[-2000:]
+        time.sleep(0.001)
+    last = os.path.join(run, "ckpt", "last.pt")
+    before = _sha(last)
+    proc.send_signal(signal.SIGINT)
+    while "stopping after this model-fit epoch" not in "".join(seen[-8:]):
+        assert proc.poll() is None, "".join(seen)[-2000:]
+        time.sleep(0.001)
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=60) == 130
+    reader.join(timeout=5)
+    text = "".join(seen)
+    line = text.replace("\r", "\n").strip().splitlines()[-1]
+    command = f"python scripts/train.py resume={run}"
+    assert line == (
+        "quit at once without saving (Ctrl-C): ckpt/last.pt holds step 750; "
+        f"continue with: {command}"
+    ), text[-3000:]
+    assert "Traceback" not in text and "KeyboardInterrupt" not in text
+    assert _sha(last) == before and load(last)["step"] == 750
+    assert not os.path.exists(os.path.join(run, ".lock"))
+    printed = shlex.split(line.rsplit("continue with: ", 1)[1])
+    resumed = subprocess.run(
+        [sys.executable, *printed[1:], "logger.progress=false"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert load(last)["step"] == 1000
 
 
 def test_short_run_writes_its_last_step_to_every_log(tmp_path: str) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 
 import pytest
 import yaml
@@ -29,19 +30,21 @@ SWEEP = [
 ]
 
 
-def _multirun(train_cmd: list[str], tmp_path: str, launcher: list[str]) -> str:
+def _multirun(train_cmd: list[str], tmp_path: str, launcher: list[str]) -> tuple[str, str]:
+    """The sweep folder, and what the command printed on stderr."""
     sweep = os.path.join(tmp_path, "sweep")
     proc = _run(
         [*train_cmd, "-m", *launcher, *SWEEP, f"hydra.sweep.dir={sweep}"], cwd=str(tmp_path)
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert not os.path.exists(os.path.join(tmp_path, "runs"))  # all under the sweep folder
-    return sweep
+    return sweep, proc.stderr
 
 
-def _check_jobs(sweep: str) -> list[int]:
-    """Each job's run folder holds its final evaluation and its own seed; returns the pids
-    that held the folders (``.lock``, written by the job's process)."""
+def _check_jobs(sweep: str, printed: str) -> list[int]:
+    """Each job's run folder holds its final evaluation and its own seed, and no ``.lock``
+    once it ended; returns the pids of the processes that ran the jobs (each start block
+    names its run folder and process, in ``printed``)."""
     jobs = sorted(glob.glob(os.path.join(sweep, "[0-9]_*")))
     assert [os.path.basename(j)[:2] for j in jobs] == ["0_", "1_"], jobs
     pids = []
@@ -52,15 +55,18 @@ def _check_jobs(sweep: str) -> list[int]:
         assert any(r["step"] == 300 and "eval/return_mean" in r for r in rows), rows[-1]
         with open(os.path.join(job, "config.yaml"), encoding="utf-8") as f:
             assert yaml.safe_load(f)["seed"] == seed
-        with open(os.path.join(job, ".lock"), encoding="ascii") as f:
-            pids.append(int(f.read().split()[1]))
+        assert not os.path.exists(os.path.join(job, ".lock"))
+        (pid,) = re.findall(rf"run folder +{re.escape(job)} \(process (\d+)\)", printed)
+        pids.append(int(pid))
     return pids
 
 
 def test_joblib_sweep_runs_each_job_in_its_own_process(train_cmd: list[str], tmp_path: str) -> None:
     pytest.importorskip("hydra_plugins.hydra_joblib_launcher")
-    sweep = _multirun(train_cmd, tmp_path, ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"])
-    pids = _check_jobs(sweep)
+    sweep, printed = _multirun(
+        train_cmd, tmp_path, ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"]
+    )
+    pids = _check_jobs(sweep, printed)
     assert pids[0] != pids[1]  # two loky workers, not one process running both jobs
 
 
@@ -69,12 +75,16 @@ def test_submitit_local_sweep_runs_each_job_in_its_own_process(
 ) -> None:
     pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
     launcher = ["hydra/launcher=submitit_local", "hydra.launcher.timeout_min=5"]
-    sweep = _multirun(train_cmd, tmp_path, launcher)
-    pids = _check_jobs(sweep)
-    assert pids[0] != pids[1]
+    sweep, _ = _multirun(train_cmd, tmp_path, launcher)
     # submitit's own job files (pickles, stdout/stderr) stay in the sweep folder.
     logs = glob.glob(os.path.join(sweep, ".submitit", "*", "*_log.err"))
     assert len(logs) == 2, logs
+    printed = ""
+    for log in logs:
+        with open(log, encoding="utf-8") as f:
+            printed += f.read()
+    pids = _check_jobs(sweep, printed)
+    assert pids[0] != pids[1]
 
 
 def test_a_bad_value_stops_a_joblib_sweep_before_any_folder(

@@ -166,22 +166,24 @@ class CheckpointManager:
     """Writes ``last.pt`` / ``iteration_<N>.pt`` / ``ckpt_best.pt`` under ``<run>/ckpt``."""
 
     def __init__(self, run_dir: str, snapshots: bool, buffer_in_snapshots: bool) -> None:
-        self.dir = os.path.join(run_dir, "ckpt")
-        os.makedirs(self.dir, exist_ok=True)
-        for name in os.listdir(self.dir):  # half-written files of a process that was killed
+        self.dir = os.path.join(run_dir, "ckpt")  # (made with the first checkpoint)
+        for name in _listdir(self.dir):  # half-written files of a process that was killed
             if ".pt.tmp" in name:
                 with contextlib.suppress(OSError):
                     os.remove(os.path.join(self.dir, name))
         self.snapshots, self.buffer_in_snapshots = snapshots, buffer_in_snapshots
         self.last_path = os.path.join(self.dir, "last.pt")
         self.best_path = os.path.join(self.dir, "ckpt_best.pt")
+        self.saved_step: int | None = None  # the env step last.pt holds (None: no last.pt yet)
 
     def save_last(self, state: dict[str, Any]) -> None:
         """Only ``last.pt`` (a stop between evaluations)."""
+        os.makedirs(self.dir, exist_ok=True)
         save_atomic(state, self.last_path)
+        self.saved_step = state["step"]
 
     def save(self, state: dict[str, Any], step: int, is_best: bool) -> None:
-        save_atomic(state, self.last_path)
+        self.save_last(state)
         if is_best:
             link_or_copy(self.last_path, self.best_path)
         if not self.snapshots:
@@ -191,3 +193,7 @@ class CheckpointManager:
             link_or_copy(self.last_path, snapshot)
         else:
             save_atomic(without_buffers(state), snapshot)
+
+
+def _listdir(path: str) -> list[str]:
+    return os.listdir(path) if os.path.isdir(path) else []

@@ -1,13 +1,28 @@
-"""Ctrl-C during training: finish the current step (or model-fit epoch), checkpoint, then stop.
+"""Ctrl-C at any moment of a run, answered in one line.
 
-A KeyboardInterrupt raised at an arbitrary line could land between two writes of one update
-(a buffer half written, an optimizer half stepped); the checkpoint taken then would hold a
-state no run ever had. The first SIGINT only sets a flag that the loop reads after each step;
-a second one stops at once (nothing saved beyond the last checkpoint).
+While the run starts (imports, config checks, building the run, the compile warm-up) there is
+nothing a stop could complete, so Ctrl-C quits at once and says what the run folder holds. In
+the loop the first Ctrl-C only sets a flag that the loop reads after each env step (or
+model-fit epoch): a KeyboardInterrupt raised at an arbitrary line could land between two writes
+of one update, and the checkpoint taken then would hold a state no run ever had. The run then
+checkpoints and stops. A second Ctrl-C quits at once, without saving.
+
+Quitting at once is ``os._exit`` after one line. An exception raised from a signal handler can
+be swallowed (a weakref callback that runs then prints "Exception ignored" and the run goes on)
+or end in a traceback through hydra and inductor; an immediate exit leaves on disk what
+``kill -9`` leaves, which every file of the run folder is written to survive (checkpoints are
+replaced atomically; docs/failures.md).
+
+A terminal's Ctrl-C reaches the whole process group: the compiler's g++ and helper processes,
+inductor's workers and async env workers too. One that died of it would print a traceback or
+make a compile fail (the run would then go on eagerly). So while the run starts, SIGINT is
+blocked in the main thread, and with it in every thread and process started meanwhile (a
+signal mask is inherited, also across exec), and a watcher thread takes the signal instead.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -15,12 +30,106 @@ from collections.abc import Callable
 from types import FrameType, TracebackType
 from typing import Any
 
-from mbrl.runtime import distributed
+from mbrl.runtime import runlock
+
+EXIT_CODE = 130  # as a shell reports a process ended by SIGINT
+STARTING, RUNNING = "starting", "running"  # the moments a quit text is asked for
+
+# moment -> the one line printed when Ctrl-C quits at once (the launcher and the trainer
+# replace it as they learn the run folder and what it holds)
+QuitText = Callable[[str], str]
+
+
+def _before_the_run(moment: str) -> str:
+    return "stopped before the run started (Ctrl-C): nothing was saved"
+
+
+class _Process:
+    """This process's answer to SIGINT once :func:`install` made it ours."""
+
+    def __init__(self) -> None:
+        self.owned = False
+        self.quit_text: QuitText = _before_the_run
+        self.moment = STARTING  # until the loop begins (again, for a multirun's next job)
+        self.stop: StopRequest | None = None  # the loop's, while it runs
+        self._watcher: threading.Thread | None = None
+        self._watching = threading.Event()
+
+
+_process = _Process()
+
+
+def install() -> None:
+    """``scripts/train.py``, first thing: from here on Ctrl-C is answered as this module says
+    (main thread only; elsewhere, e.g. a launcher's job thread, Python's default stays)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    _process.owned = True
+    signal.signal(signal.SIGINT, _handle)
+    starting()
+
+
+def describe(quit_text: QuitText) -> None:
+    """What the line printed on an immediate quit says from now on."""
+    _process.quit_text = quit_text
+
+
+def starting() -> None:
+    """The run is starting (again, for the next job of a multirun): block SIGINT in the main
+    thread, so that what it starts inherits the block, and watch for it in a thread."""
+    _process.moment = STARTING
+    if not _process.owned or _process._watcher is not None:
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    _process._watching.set()
+    _process._watcher = threading.Thread(target=_watch, name="ctrl-c watcher", daemon=True)
+    _process._watcher.start()
+
+
+def _started() -> None:
+    """The loop begins: the main thread takes SIGINT again (see :class:`StopRequest`)."""
+    _process.moment = RUNNING
+    watcher = _process._watcher
+    if watcher is None:
+        return
+    _process._watching.clear()
+    watcher.join()
+    _process._watcher = None
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def _watch() -> None:
+    while _process._watching.is_set():
+        if signal.sigtimedwait({signal.SIGINT}, 0.1) is not None:
+            quit_now()
+
+
+def _handle(signum: int, frame: FrameType | None) -> None:
+    stop = _process.stop
+    if stop is not None and not stop.requested:
+        stop.request()
+        return
+    quit_now()
+
+
+def quit_now() -> None:
+    """One line, the run folder's lock let go, exit (nothing else runs: see the module)."""
+    try:
+        text = _process.quit_text(_process.moment)
+    except Exception as err:  # the line must not turn into a traceback
+        text = f"stopped (Ctrl-C) ({type(err).__name__} while describing the run folder)"
+    sys.stderr.write(f"\n{text}\n")
+    sys.stderr.flush()
+    runlock.release_all()
+    os._exit(EXIT_CODE)
 
 
 class StopRequest:
-    """``with StopRequest() as stop: ... if stop.requested: ...`` (main thread only; a no-op
-    elsewhere, e.g. under a launcher that runs jobs in threads)."""
+    """``with StopRequest() as stop: ... if stop.requested: ...`` around the loop.
+
+    Under :func:`install` (``scripts/train.py``) a second Ctrl-C quits at once with one line;
+    in a process of its own making (a notebook, a test), the handler is this object's for the
+    block, and a second Ctrl-C raises KeyboardInterrupt, as Python does."""
 
     def __init__(self, waiting_for: Callable[[], str] = lambda: "the current step") -> None:
         """``waiting_for()``: what the loop finishes before it stops (for the message)."""
@@ -29,7 +138,12 @@ class StopRequest:
         self._installed = False
 
     def __enter__(self) -> StopRequest:
-        if threading.current_thread() is threading.main_thread():
+        if threading.current_thread() is not threading.main_thread():
+            return self  # (no signal handler can be set here: the flag stays unset)
+        if _process.owned:
+            _process.stop = self
+            _started()
+        else:
             self._previous = signal.signal(signal.SIGINT, self._handle)
             self._installed = True
         return self
@@ -37,11 +151,11 @@ class StopRequest:
     def agreed(self) -> bool:
         """Whether to stop now: requested here, or on any rank of a run on several processes
         (all ranks stop after the same step)."""
+        from mbrl.runtime import distributed  # (torch: not needed to install the handler)
+
         return distributed.any_flag(self.requested)
 
-    def _handle(self, signum: int, frame: FrameType | None) -> None:
-        if self.requested:  # the second Ctrl-C
-            raise KeyboardInterrupt
+    def request(self) -> None:
         self.requested = True
         print(
             f"\nstopping after {self.waiting_for()}, then writing ckpt/last.pt, from which "
@@ -50,12 +164,19 @@ class StopRequest:
             flush=True,
         )
 
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.request()
+
     def __exit__(
         self,
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        if _process.stop is self:
+            _process.stop = None
         if self._installed:
             signal.signal(signal.SIGINT, self._previous)
             self._installed = False

@@ -1,7 +1,9 @@
 """Run logging: metrics.jsonl, one TensorBoard stream, and a text log per component.
 
 Metric values may be device tensors: they are converted together, with one host sync per
-:meth:`Logger.log` call (once per log interval, never inside an update loop).
+:meth:`Logger.log` call (once per log interval, never inside an update loop). Each file (and
+its folder) is made with its first line: a run stopped before it logs anything leaves no
+empty files behind.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import logging
 import math
 import os
 import time
-from typing import Any
+from typing import IO, Any
 
 import torch
 
@@ -56,14 +58,11 @@ class Logger:
     ):
         self.run_dir = run_dir
         self.jsonl_path = os.path.join(run_dir, "metrics.jsonl")
-        self._text: dict[str, str] = {}
-        for comp in components:
-            os.makedirs(os.path.join(run_dir, "log", comp), exist_ok=True)
-            self._text[comp] = os.path.join(run_dir, "log", comp, f"{comp}.log")
+        self._text = {c: os.path.join(run_dir, "log", c, f"{c}.log") for c in components}
         self._tb: Any = None
         self.wandb = wandb
         self._tensorboard = tensorboard
-        self._jsonl = open(self.jsonl_path, "a", encoding="utf-8")  # noqa: SIM115 (kept open)
+        self._jsonl: IO[str] | None = None  # opened with the first line
 
     def _writer(self, purge_step: int | None = None) -> Any:
         if self._tb is None and self._tensorboard:
@@ -81,6 +80,8 @@ class Logger:
         values = to_numbers(metrics)
         row: dict[str, float | int | None] = {"step": step, "time": round(time.time(), 3)}
         row.update({k: (v if math.isfinite(v) else None) for k, v in values.items()})
+        if self._jsonl is None:
+            self._jsonl = open(self.jsonl_path, "a", encoding="utf-8")  # noqa: SIM115 (kept open)
         self._jsonl.write(json.dumps(row) + "\n")
         self._jsonl.flush()
         writer = self._writer()
@@ -101,22 +102,25 @@ class Logger:
             if comp in self._text:
                 by_comp.setdefault(comp, []).append(f"{name} {value:.6g}")
         for comp, parts in by_comp.items():
+            os.makedirs(os.path.dirname(self._text[comp]), exist_ok=True)
             with open(self._text[comp], "a", encoding="utf-8") as f:
                 f.write(f"[{stamp}] step {step} | " + " | ".join(parts) + "\n")
 
     def state_dict(self) -> dict[str, Any]:
         """File positions, so a resumed run drops whatever was logged after its checkpoint."""
-        self._jsonl.flush()
+        if self._jsonl is not None:
+            self._jsonl.flush()
         sizes = {comp: _size(path) for comp, path in self._text.items()}
         return {"jsonl": _size(self.jsonl_path), "text": sizes}
 
     def load_state_dict(self, state: dict[str, Any], step: int) -> None:
-        self._jsonl.close()
+        if self._jsonl is not None:
+            self._jsonl.close()
+            self._jsonl = None
         _truncate(self.jsonl_path, state["jsonl"])
         for comp, size in state["text"].items():
             if comp in self._text:
                 _truncate(self._text[comp], size)
-        self._jsonl = open(self.jsonl_path, "a", encoding="utf-8")  # noqa: SIM115
         if self._tb is not None:
             self._tb.close()
             self._tb = None
@@ -124,7 +128,8 @@ class Logger:
         self._writer(purge_step=step + 1)
 
     def close(self) -> None:
-        self._jsonl.close()
+        if self._jsonl is not None:
+            self._jsonl.close()
         if self._tb is not None:
             self._tb.close()
         if self.wandb is not None:

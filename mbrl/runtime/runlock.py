@@ -3,11 +3,14 @@
 A second run pointed at the same folder (``hydra.run.dir`` reused by mistake while the first
 is running, or a resume of a run that is still going) would interleave its lines, checkpoints
 and TensorBoard events with the first one's. It stops instead, before writing anything. The
-operating system releases the lock when the holder exits, even after ``kill -9``.
+operating system releases the lock when the holder exits, even after ``kill -9``; a process
+that ends otherwise removes the file (so a folder left by a finished run holds no ``.lock``).
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import fcntl
 import os
 from typing import IO
@@ -25,17 +28,22 @@ def acquire(run_dir: str) -> None:
     if key in _held:
         return
     os.makedirs(run_dir, exist_ok=True)
-    f = open(os.path.join(run_dir, ".lock"), "a+", encoding="ascii")  # noqa: SIM115 (held)
-    try:
-        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        f.seek(0)
-        holder = f.read().strip() or "another process"
-        f.close()
-        raise RunFolderBusy(
-            f"run folder {run_dir!r} is in use by a running FlowMBPO process ({holder}); "
-            "wait for it to finish or stop it, or choose another folder (hydra.run.dir=...)"
-        ) from None
+    path = os.path.join(run_dir, ".lock")
+    while True:
+        f = open(path, "a+", encoding="ascii")  # noqa: SIM115 (held)
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            f.seek(0)
+            holder = f.read().strip() or "another process"
+            f.close()
+            raise RunFolderBusy(
+                f"run folder {run_dir!r} is in use by a running FlowMBPO process ({holder}); "
+                "wait for it to finish or stop it, or choose another folder (hydra.run.dir=...)"
+            ) from None
+        if _same_file(f, path):
+            break
+        f.close()  # locked a file its holder removed as it let go: take the new one
     f.seek(0)
     f.truncate()
     f.write(f"pid {os.getpid()}\n")
@@ -43,8 +51,29 @@ def acquire(run_dir: str) -> None:
     _held[key] = f
 
 
+def _same_file(f: IO[str], path: str) -> bool:
+    try:
+        return os.stat(path).st_ino == os.fstat(f.fileno()).st_ino
+    except FileNotFoundError:
+        return False
+
+
 def release(run_dir: str) -> None:
+    """Let go of ``run_dir``'s lock and remove the file (removed first: a process that opened
+    it meanwhile then sees that it locked a removed file, and opens the new one)."""
     f = _held.pop(os.path.realpath(run_dir), None)
-    if f is not None:
-        fcntl.flock(f, fcntl.LOCK_UN)
-        f.close()
+    if f is None:
+        return
+    with contextlib.suppress(OSError):  # (gone, or the folder moved: let go all the same)
+        os.remove(os.path.join(run_dir, ".lock"))
+    fcntl.flock(f, fcntl.LOCK_UN)
+    f.close()
+
+
+def release_all() -> None:
+    """Every lock this process holds (at exit, and before an immediate quit)."""
+    for key in list(_held):
+        release(key)
+
+
+atexit.register(release_all)
