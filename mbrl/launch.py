@@ -22,32 +22,17 @@ from omegaconf import DictConfig, OmegaConf
 
 from mbrl.config import Config, ConfigError
 from mbrl.envs import env_dims, make_env
-from mbrl.models import MODELS
-from mbrl.runtime import distributed, runlock
+from mbrl.overrides import CONFIG_GROUPS, fail, override_key
+from mbrl.runtime import distributed, interrupt, runlock
 from mbrl.runtime.checkpoint import CheckpointError, check_layout, load
 from mbrl.runtime.disk import check_disk
 from mbrl.runtime.idle import idle_sweeps, swept_values
 from mbrl.runtime.memory import check_memory
 from mbrl.runtime.utils import resolve_device
-from mbrl.runtime.validate import check_key, validate
+from mbrl.runtime.validate import validate
 
 # Config groups select a file; a resumed run cannot switch them.
 GROUPS = ("env", "algorithm", "model")
-# conf/'s folders and the groups registered in code (agents, models)
-CONFIG_GROUPS = ("env", "algorithm", "agent", "model", "algorithm_env", "model_env")
-
-
-SHORTHANDS = {"profile=true": "profile.enabled=true", "profile=false": "profile.enabled=false"}
-
-
-# Hydra's own command-line flags; anything else starting with "-" is a mistyped override.
-HYDRA_FLAGS = {
-    "-h", "--help", "--hydra-help", "--version", "-c", "--cfg", "--resolve", "-p", "--package",
-    "-r", "--run", "-m", "--multirun", "-sc", "--shell-completion", "-cp", "--config-path",
-    "-cn", "--config-name", "-cd", "--config-dir", "--experimental-rerun", "-i", "--info",
-}  # fmt: skip
-
-
 PLUGINS_VAR = "FLOWMBPO_PLUGINS"
 
 
@@ -58,60 +43,7 @@ def import_plugins() -> None:
         try:
             importlib.import_module(name)
         except ImportError as err:
-            _fail(ConfigError(f"{PLUGINS_VAR}: cannot import {name!r}: {err}"))
-
-
-def refuse_flags(argv: list[str]) -> None:
-    """``--env hopper`` ends in argparse's usage text; say once what FlowMBPO takes instead."""
-    for i, arg in enumerate(argv[1:], start=1):
-        flag = arg.split("=", 1)[0]
-        if arg.startswith("-") and flag not in HYDRA_FLAGS:
-            value = argv[i + 1] if "=" not in arg and i + 1 < len(argv) else ""
-            given = arg if "=" in arg or not value else f"{arg} {value}"
-            key = flag.lstrip("-").replace("-", "_")
-            example = f"{key}={arg.split('=', 1)[1] if '=' in arg else value or '...'}"
-            print(
-                f"error: {given!r} is not an option: FlowMBPO takes hydra overrides, "
-                f"key=value (here: {example}); `--help` lists the config groups",
-                file=sys.stderr,
-            )
-            sys.exit(2)
-
-
-def refuse_unknown_overrides(argv: list[str]) -> None:
-    """Before hydra: an override of a key the config does not have, with or without ``+``,
-    stops with one message naming the closest known key (hydra's own would suggest ``+``)."""
-    model = _model_target(argv)
-    for arg in argv[1:]:
-        if arg.startswith("-") or "=" not in arg:
-            continue
-        key = _override_key(arg)
-        if key in CONFIG_GROUPS or key.split(".")[0].split("/")[0] == "hydra":
-            continue  # (a group choice: env=hopper; the keys inside are checked: env.version)
-        try:
-            check_key(key, model)
-        except ConfigError as err:
-            _fail(err)
-
-
-def _model_target(argv: list[str]) -> str | None:
-    """The model class the command line picks (``model=<name>``, ``model._target_=...``);
-    None: the default model, or a name hydra will refuse itself."""
-    choice, target = None, None  # (the last of each, as hydra takes them)
-    for arg in argv[1:]:
-        key, _, value = arg.partition("=")
-        key = key.lstrip("+~")
-        if key == "model":
-            choice = MODELS[value]._target_ if value in MODELS else None
-        elif key == "model._target_":
-            target = value
-    return target or choice
-
-
-def expand_shorthands(argv: list[str]) -> list[str]:
-    """``profile=true`` -> ``profile.enabled=true``: ``profile`` is also the node of the
-    profiling window's settings (``profile.updates=...``), and hydra cannot set a node to a bool."""
-    return [SHORTHANDS.get(arg.lower(), arg) for arg in argv]
+            fail(ConfigError(f"{PLUGINS_VAR}: cannot import {name!r}: {err}"))
 
 
 def rank_argv(argv: list[str]) -> list[str]:
@@ -167,10 +99,6 @@ def short_dirname(name: str, limit: int = 120) -> str:
     return f"{name[: limit - 9]}~{digest}"
 
 
-def _override_key(override: str) -> str:
-    return override.lstrip("+~").split("=", 1)[0]
-
-
 def resolve(cfg: DictConfig, overrides: list[str]) -> Config:
     """The validated config of this run; for ``resume=DIR`` the saved one plus ``overrides``."""
     resume = cfg.get("resume")
@@ -181,10 +109,16 @@ def resolve(cfg: DictConfig, overrides: list[str]) -> Config:
         raise ConfigError(
             f"resume={resume!r}: {saved_path} not found; is it a FlowMBPO run folder?"
         )
+    if not os.path.isfile(os.path.join(str(resume), "ckpt", "last.pt")):
+        raise ConfigError(
+            f"resume={resume!r}: nothing was saved yet in this run (it stopped before its first "
+            "checkpoint, ckpt/last.pt): start it afresh with the command that made it (this "
+            "folder can be removed)"
+        )
     saved = OmegaConf.load(saved_path)
     assert isinstance(saved, DictConfig)
     for override in overrides:
-        key = _override_key(override)
+        key = override_key(override)
         if key == "resume" or key.startswith("hydra"):
             continue
         if key in GROUPS:
@@ -203,12 +137,6 @@ def resolve(cfg: DictConfig, overrides: list[str]) -> Config:
             f"resume={resume!r}: the run's saved config does not fit this version of FlowMBPO "
             f"({err}); a run written by an older version cannot be resumed by this one"
         ) from None
-
-
-def _fail(err: Exception, code: int = 2) -> None:
-    if distributed.is_main():  # (under torchrun every rank fails alike; one message is enough)
-        print(f"error: {err}", file=sys.stderr)
-    sys.exit(code)
 
 
 def _literal_run_dir(config: DictConfig, cfg: Config) -> str | None:
@@ -237,7 +165,12 @@ def check_before_start(config: DictConfig, lock: bool = True) -> Config:
     env.close()
     check_memory(cfg, *dims, resolve_device(cfg.device))
     folder = _literal_run_dir(config, cfg)
-    check_disk(cfg, *dims, folder or os.path.join("runs", cfg.env.name), world)
+    written = cfg
+    if cfg.profile.enabled:  # (a window writes a window's checkpoints)
+        from mbrl.tools.profiling import window_config
+
+        written = window_config(cfg)
+    check_disk(written, *dims, folder or os.path.join("runs", cfg.env.name))
     run_dir = folder if lock and distributed.is_main() else None
     if run_dir is not None:
         runlock.acquire(run_dir)  # held until the process ends (the trainer reuses it)
@@ -251,7 +184,7 @@ class ValidateCallback(Callback):
         try:
             check_before_start(config)
         except (ConfigError, CheckpointError, runlock.RunFolderBusy) as err:
-            _fail(err)
+            fail(err)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         # Sweep values are applied per job (each job's trainer checks and locks its folder);
@@ -259,7 +192,7 @@ class ValidateCallback(Callback):
         try:
             base = check_before_start(config, lock=False)
         except (ConfigError, CheckpointError) as err:
-            _fail(err)
+            fail(err)
         sweeps = swept_values(list(config.hydra.overrides.task), CONFIG_GROUPS)
         for line in idle_sweeps(base, sweeps):  # before the jobs: they would all be one run
             print(line, file=sys.stderr, flush=True)
@@ -267,9 +200,13 @@ class ValidateCallback(Callback):
 
 def run(cfg: DictConfig) -> float:
     """The task function: train in hydra's run folder; returns the final eval return."""
+    from mbrl.runtime.report import quit_text
     from mbrl.trainer import Trainer  # heavy imports only once the config is known good
 
     run_dir = HydraConfig.get().runtime.output_dir
+    interrupt.starting()  # (again, for the next job of a multirun)
+    profile = bool(cfg.profile.enabled)
+    interrupt.describe(lambda moment: quit_text(moment, run_dir, None, profile))
     try:
         config = resolve(cfg, list(HydraConfig.get().overrides.task))
         # Under torchrun: join the process group; every rank uses rank 0's run folder.
@@ -281,15 +218,15 @@ def run(cfg: DictConfig) -> float:
             return float(run_profile(config, run_dir)["wall"])
         trainer = Trainer(config, run_dir)
     except (ConfigError, CheckpointError, runlock.RunFolderBusy) as err:
-        _fail(err)
-        raise  # unreachable: _fail exits
+        fail(err)
+        raise  # unreachable: fail exits
     try:
         result = trainer.run()
     except CheckpointError as err:  # e.g. the disk ran full: last.pt holds the last good state
-        _fail(err, code=1)
+        fail(err, code=1)
         raise
     finally:
         distributed.stop()
     if trainer.stopped:
-        sys.exit(130)  # stopped by Ctrl-C (checkpoint written): as a shell reports SIGINT
+        sys.exit(interrupt.EXIT_CODE)  # stopped by Ctrl-C, checkpoint written
     return result

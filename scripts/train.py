@@ -5,26 +5,34 @@ Hydra composes ``conf/``; see the README for the config groups and the run folde
 
 from __future__ import annotations
 
+import os
 import sys
 
-import hydra
-from omegaconf import DictConfig
+from mbrl.runtime import interrupt
 
-from mbrl.launch import (
+# First, before the slow imports: Ctrl-C from here on is answered in one line, and whatever
+# the run starts is kept from dying of it (mbrl/runtime/interrupt.py).
+interrupt.install()
+
+import hydra  # noqa: E402
+from omegaconf import DictConfig  # noqa: E402
+
+from mbrl.launch import import_plugins, rank_argv, register_resolvers, run  # noqa: E402
+from mbrl.overrides import (  # noqa: E402
     expand_shorthands,
-    import_plugins,
-    rank_argv,
     refuse_flags,
     refuse_unknown_overrides,
-    register_resolvers,
-    run,
+    resume_folders,
 )
+
+CONF = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "conf")
 
 register_resolvers()
 import_plugins()  # $FLOWMBPO_PLUGINS: modules that register models or agents of your own
 refuse_flags(sys.argv)
-refuse_unknown_overrides(expand_shorthands(sys.argv))
-sys.argv = rank_argv(expand_shorthands(sys.argv))
+argv = resume_folders(expand_shorthands(sys.argv))
+refuse_unknown_overrides(argv, CONF)
+sys.argv = rank_argv(argv)
 
 
 @hydra.main(config_path="../conf", config_name="config", version_base="1.3")

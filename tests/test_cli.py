@@ -43,7 +43,7 @@ def test_bad_env_and_bad_value_fail_fast_without_a_folder(
 ) -> None:
     run_dir = os.path.join(tmp_path, "run")
     for args, expected in [
-        (["env=nonexistent"], "Could not find 'env/nonexistent'"),
+        (["env=nonexistent"], "env='nonexistent' is not one of the env choices"),
         (["total_steps=-5"], "total_steps=-5 is not allowed"),
         (["env=pendulum", "amp=fp8"], "amp='fp8' is not allowed; choose one of: auto, off, bf16"),
         # hydra's own hint for a key it does not know is `+key=...`: refused all the same
@@ -61,6 +61,37 @@ def test_bad_env_and_bad_value_fail_fast_without_a_folder(
         assert not os.path.exists(os.path.join(tmp_path, "runs"))
 
 
+def test_a_typod_choice_of_any_config_group_names_the_closest(
+    train_cmd: list[str], tmp_path: str
+) -> None:
+    """As a typo'd key: one line with the closest choice and all of them, exit code 2, before
+    hydra's own error (its search path, HYDRA_FULL_ERROR) and before any folder."""
+    conf = os.path.join(os.path.dirname(train_cmd[-1]), "..", "conf")
+    run_dir = os.path.join(tmp_path, "run")
+    for arg, close in [
+        ("env=hoper", "hopper"),
+        ("model=gausian", "gaussian"),
+        ("algorithm=mbp", "mbpo"),
+        ("agent=sacc", "sac"),
+        ("algorithm_env=mbpo_hoper", "mbpo_hopper"),
+        ("model_env=gaussian_humanod", "gaussian_humanoid"),
+    ]:
+        proc = _run([*train_cmd, arg, f"hydra.run.dir={run_dir}"], cwd=str(tmp_path))
+        group, value = arg.split("=")
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+        assert lines[0].startswith(f"error: {group}={value!r} is not one of the {group} choices")
+        assert f"did you mean {close}?" in lines[0]
+        if os.path.isdir(os.path.join(conf, group)):  # every file of the group is named
+            for name in os.listdir(os.path.join(conf, group)):
+                assert name.removesuffix(".yaml") in lines[0], name
+        assert not os.path.exists(run_dir)
+    models = ", ".join(sorted(builtin_models()))
+    proc = _run([*train_cmd, "-m", "model=flow,gausian"], cwd=str(tmp_path))  # a sweep's values
+    assert proc.returncode == 2 and f"did you mean gaussian? choose one of: {models}" in proc.stderr
+    assert not os.path.exists(os.path.join(tmp_path, "runs"))
+
+
 def test_train_then_resume_from_the_command_line(train_cmd: list[str], tmp_path: str) -> None:
     proc = _run([*train_cmd, *TINY], cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -71,7 +102,7 @@ def test_train_then_resume_from_the_command_line(train_cmd: list[str], tmp_path:
     err = proc.stderr
     # The start block, the phases the bar names, the summary with the resume command.
     assert "FlowMBPO: MBPO + flow model (3 members, 2 elites) on pendulum" in err
-    assert re.search(rf"run folder +{re.escape(run_dir)}\n", err)
+    assert re.search(rf"run folder +{re.escape(run_dir)} \(process \d+\)\n", err)
     assert "tensorboard --logdir" in err and re.search("memory +real buffer", err)
     assert "model fit: epoch 1, holdout nll" in err and "rollout: 100 starts x" in err
     assert "finished at step 300" in err and "best" in err
@@ -88,8 +119,17 @@ def test_train_then_resume_from_the_command_line(train_cmd: list[str], tmp_path:
         "model/holdout_nll",
     } <= keys
 
-    proc = _run([*train_cmd, f"resume={run_dir}", "total_steps=450"], cwd=str(tmp_path))
+    assert not os.path.exists(os.path.join(run_dir, ".lock"))  # let go of at the end
+
+    # resume= takes the run folder; its ckpt/last.pt is taken as the folder, another file is not
+    best = os.path.join(run_dir, "ckpt", "ckpt_best.pt")
+    proc = _run([*train_cmd, f"resume={best}", "total_steps=450"], cwd=str(tmp_path))
+    assert proc.returncode == 2 and "resume= takes a run folder" in proc.stderr, proc.stderr
+    assert f"(here: resume={run_dir})" in proc.stderr
+    last = os.path.join(run_dir, "ckpt", "last.pt")
+    proc = _run([*train_cmd, f"resume={last}", "total_steps=450"], cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert re.search(r"resumed +from step 300 ", proc.stderr)
     with open(os.path.join(run_dir, "metrics.jsonl"), encoding="utf-8") as f:
         steps = [json.loads(line)["step"] for line in f]
     assert steps == sorted(steps) and steps[-1] == 450

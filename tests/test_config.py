@@ -92,5 +92,10 @@ def test_resuming_a_run_of_an_older_version_says_so(tmp_path: str) -> None:
     os.makedirs(run)
     old = OmegaConf.create({"algorithm": {"name": "sac", "learning_starts": 100}})
     OmegaConf.save(old, os.path.join(run, "config.yaml"))
+    with pytest.raises(ConfigError, match="nothing was saved yet in this run"):
+        resolve(OmegaConf.create({"resume": run}), [])  # (no checkpoint: that comes first)
+    os.makedirs(os.path.join(run, "ckpt"))
+    with open(os.path.join(run, "ckpt", "last.pt"), "wb") as f:
+        f.write(b"(read later, when the checkpoint is loaded)")
     with pytest.raises(ConfigError, match="written by an older version cannot be resumed"):
         resolve(OmegaConf.create({"resume": run}), [])
