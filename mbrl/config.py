@@ -226,12 +226,10 @@ class ProfileConfig:
     """Profiling mode (``profile=true``): a short window of the real loop, then a report."""
 
     enabled: bool = False  # run the profiling window instead of training (profile=true)
-    updates: int = 300  # SAC updates in the window (after the random exploration steps)
-    model_epochs: int = 2  # cap on the window's model fits
-    # Epochs a full model fit is assumed to take in the projection of a whole run's time (a
-    # real fit runs until the holdout score stops improving; on Hopper the first takes a few
-    # hundred epochs, later ones mostly 10 to 50).
-    fit_epochs: int = 20
+    updates: int = 300  # SAC updates recorded in the window (after its second model fit)
+    # Cap on the window's model fits (None: each runs to its early stop, as in a run: the
+    # projection then knows how many epochs the first fit and a later one take)
+    model_epochs: int | None = None
     eval_episodes: int = 1  # episodes of the window's evaluation
     top_ops: int = 25  # rows of the operator table
     trace: bool = True  # write a torch.profiler trace (TensorBoard plugin / Perfetto)

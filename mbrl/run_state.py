@@ -22,6 +22,8 @@ from mbrl.collector import Collector
 from mbrl.config import Config
 from mbrl.mbpo import MBPO, ModelFree
 from mbrl.runtime import checkpoint, distributed
+from mbrl.runtime.eta import RunClock
+from mbrl.runtime.timer import PhaseTimer
 from mbrl.runtime.utils import rng_state, set_rng_state
 
 OWN = ("acting", "buffers", "collector", "rng")  # each rank's own part of a checkpoint
@@ -41,6 +43,8 @@ class Parts(Protocol):
     best_return: float
     best_step: int
     last_eval: dict[str, float]
+    clock: RunClock  # the estimate of the time left: its rates go with the run
+    timer: PhaseTimer
 
 
 class Silent:
@@ -88,6 +92,7 @@ def state_dict(t: Parts, logger_state: dict[str, Any]) -> dict[str, Any] | None:
         "agent": t.agent.state_dict(),
         "algorithm": t.data.state_dict(),
         "logger": logger_state,
+        "clock": t.clock.state_dict(t.timer.grand),
         **parts[0],
         "ranks": parts[1:],
     }
@@ -111,6 +116,8 @@ def load(t: Parts, run_dir: str) -> dict[str, Any]:
     t.updates, t.best_return = state["updates"], state["best_return"]
     t.best_step = state.get("best_step", 0)
     t.last_eval = state["last_eval"]
+    fits = t.data.model_trainer.fits if isinstance(t.data, MBPO) else 0
+    t.clock.load_state_dict(state.get("clock"), fits)  # (None: written before it was saved)
     return state
 
 

@@ -20,9 +20,9 @@ from mbrl.compiled import Compiled, tf32_matmuls
 from mbrl.config import Config
 from mbrl.envs import env_spec, episode_limit
 from mbrl.envs.vector import make_vector_env, resolve_vector, vector_dims
-from mbrl.evaluator import Evaluator
+from mbrl.evaluator import EVAL_SEED, Evaluator
 from mbrl.mbpo import MBPO, ModelFree, train
-from mbrl.runtime import checkpoint, distributed, report, runlock
+from mbrl.runtime import checkpoint, distributed, interrupt, report, runlock
 from mbrl.runtime.disk import checkpoint_sizes
 from mbrl.runtime.eta import RunClock
 from mbrl.runtime.interrupt import StopRequest
@@ -45,7 +45,7 @@ from mbrl.schedule import crossed, run_length
 
 RANK_SEED_STRIDE = 100_003  # rank r's envs and generators: seed + r * stride (rank 0: seed)
 # The initial weights of the agent and of the model side, each from a stream of its own
-# (seed + offset), apart from the generators' (seed + 1, + 2) and the evaluation's (+ 10 000)
+# (seed + offset), apart from the generators' (seed + 1, + 2) and the evaluation's (EVAL_SEED)
 AGENT_SEED, MODEL_SEED = 50_021, 70_001
 
 
@@ -69,7 +69,7 @@ class Trainer:
         obs_dim, act_dim = vector_dims(envs)
         self.dims = (obs_dim, act_dim)
         check_memory(cfg, obs_dim, act_dim, self.device)  # before anything large is allocated
-        self.ckpt_sizes = checkpoint_sizes(self.config, obs_dim, act_dim, self.world)
+        self.ckpt_sizes = checkpoint_sizes(self.config, obs_dim, act_dim)
         # Never more rows than the run can fill: a 15k-step run does not allocate 1M rows.
         capacity = min(cfg.buffer.capacity, run_length(cfg))
         self.buffer = ReplayBuffer(capacity, transition_fields(obs_dim, act_dim), self.device)
@@ -86,22 +86,9 @@ class Trainer:
         # MBPO: a transition reaches D_env when its episode ends (mbpo.real_data); SAC: at once.
         commit = cfg.mbpo.real_data if cfg.algorithm.name == "mbpo" else "step"
         limit = episode_limit(cfg.env.name, cfg.env.version, cfg.env.max_episode_steps)
-        self.collector = Collector(
-            envs, self.buffer, act_device, rank_seed * n, self.world, commit, limit
-        )
-        self.evaluator = (
-            Evaluator(
-                cfg.env.name,
-                cfg.eval.episodes,
-                cfg.seed + 10_000,
-                act_device,
-                cfg.env.max_episode_steps,
-                vector=cfg.eval.vector,
-                version=cfg.env.version,
-            )
-            if self.main
-            else None
-        )
+        where = (act_device, rank_seed * n, self.world)  # acting device, env seed, ranks
+        self.collector = Collector(envs, self.buffer, *where, commit, limit)
+        self.evaluator = _evaluator(cfg, act_device) if self.main else None
         self.gens = {
             "train": make_generator(self.device, rank_seed + 1),
             "act": make_generator(act_device, rank_seed + 2),
@@ -119,7 +106,7 @@ class Trainer:
         self.step_hook: Callable[[], None] | None = None  # called after every env step
         self.stopped = False  # set when Ctrl-C ended run() early
         self.progress = Progress(cfg.total_steps, 0, False, 0)  # run() makes the real one
-        self.clock = RunClock.start(cfg)  # work done in this process, for the estimate
+        self.clock = RunClock(cfg)  # work and rates, for the estimate of the time left
         resumed = run_state.load(self, cfg.resume) if cfg.resume else None
         if resumed is None:
             distributed.broadcast_(run_state.shared_tensors(self))  # rank 0's weights everywhere
@@ -141,6 +128,9 @@ class Trainer:
         )
         c = self.cfg.checkpoint
         self.ckpt = checkpoint.CheckpointManager(run_dir, c.snapshots, c.buffer_in_snapshots)
+        self.ckpt.saved_step = self.resumed_at
+        profile = self.cfg.profile.enabled  # (what an immediate quit, Ctrl-C, says from now on)
+        interrupt.describe(lambda moment: report.quit_text(moment, run_dir, self.ckpt, profile))
 
     def _build_data(self, obs_dim: int, act_dim: int) -> MBPO | ModelFree:
         """Where SAC's batches come from: MBPO's model side, or the real buffer alone."""
@@ -148,19 +138,9 @@ class Trainer:
         if cfg.algorithm.name != "mbpo":
             return ModelFree(self.buffer)
         term_fn = env_spec(cfg.env.name).termination_fn
-        return MBPO(
-            obs_dim,
-            act_dim,
-            cfg,
-            self.device,
-            term_fn,
-            self.buffer,
-            self.agent,
-            amp=self.model_amp,
-            compile=self.compiling.on,
-            graphs=self.compiling.graphs,
-            tf32=cfg.tf32 and self.device.type == "cuda",
-        )
+        tf32 = cfg.tf32 and self.device.type == "cuda"  # (fits and rollouts on a GPU)
+        fast = (self.model_amp, self.compiling.on, self.compiling.graphs, tf32)  # (MBPO's order)
+        return MBPO(obs_dim, act_dim, cfg, self.device, term_fn, self.buffer, self.agent, *fast)
 
     @property
     def env_steps(self) -> int:
@@ -192,23 +172,24 @@ class Trainer:
             if self.main:
                 runlock.release(self.run_dir)
         if self.main:
-            self.progress.write(
-                report.summary_text(self, "stopped" if self.stopped else "finished")
-            )
+            outcome = "stopped" if self.stopped else "finished"
+            self.progress.write(report.summary_text(self, outcome))
         return self.last_eval.get("eval/return_mean", float("nan"))
 
     def warm_up(self) -> None:
         """Compile the SAC update and the model-fit step now (on copies: the run's state is
-        untouched), timed for the start block; a compile failure falls back to eager. Once."""
+        untouched), timed for the start block and as the phase ``compile``; a compile failure
+        falls back to eager. Once."""
         if not self.compiling.on or self.compiled:
             return
         if self.main:
             what = "the SAC update" + (" and the model fit" if isinstance(self.data, MBPO) else "")
             print(f"compiling {what} (torch.compile)...", file=sys.stderr, flush=True)
-        parts = {"SAC update": self.agent.warm_up()}
-        if isinstance(self.data, MBPO):
-            with tf32_matmuls(self.data.tf32):  # (as the fits will run: no recompiling then)
-                parts["model fit"] = self.data.model_trainer.warm_up()
+        with self.timer.phase("compile"):
+            parts = {"SAC update": self.agent.warm_up()}
+            if isinstance(self.data, MBPO):
+                with tf32_matmuls(self.data.tf32):  # (as the fits will run: no recompiling)
+                    parts["model fit"] = self.data.model_trainer.warm_up()
         self.compiled = {name: c for name, c in parts.items() if c is not None}
 
     # --- the loop's hooks (mbrl.mbpo.Run) -------------------------------------------------
@@ -228,14 +209,14 @@ class Trainer:
         return self.acting.act(obs, deterministic=False, generator=gen)
 
     def after_model_phase(self, metrics: dict[str, Any]) -> None:
-        self.clock.done["model"] += 1
+        self.clock.work.model_phase(metrics, self.cfg.rewarder.mode != "none")
         with self.timer.phase("log"):
             self.logger.log(self.env_steps, metrics)
 
     def after_step(self, sac_metrics: dict[str, Tensor] | None) -> None:
         """Count the updates, then log, evaluate and checkpoint when due (the last step
         always)."""
-        done, n = self.clock.done, self.collector.step_size
+        done, n = self.clock.work.done, self.collector.step_size
         done["env"] += n
         if sac_metrics is not None:
             self._learner_metrics = sac_metrics
@@ -261,6 +242,7 @@ class Trainer:
                 state = self.state_dict()  # every rank sends its own part to rank 0
                 if state is not None:  # rank 0
                     self.ckpt.save(state, step, is_best)
+            self.clock.work.done["checkpoint"] += 1
             self.progress.phase("")
             if self.last_eval:
                 self.progress.eval_return(self.last_eval["eval/return_mean"])
@@ -272,7 +254,7 @@ class Trainer:
             self.progress.phase(f"eval: {episodes(self.cfg.eval.episodes)}")
             self.acting.sync()  # evaluate the current weights
             self.last_eval = self.evaluator.run(self._greedy)
-        self.clock.done["eval"] += 1
+        self.clock.work.done["eval"] += self.cfg.eval.episodes
         with self.timer.phase("log"):
             self.logger.log(step, self.last_eval)
         is_best = self.last_eval["eval/return_mean"] > self.best_return
@@ -304,3 +286,15 @@ class Trainer:
     def state_dict(self) -> dict[str, Any] | None:
         """The run's state on rank 0; None on the other ranks (every rank must call it)."""
         return run_state.state_dict(self, self.logger.state_dict())
+
+
+def _evaluator(cfg: Config, device: torch.device) -> Evaluator:
+    """Deterministic episodes from seeds seed + EVAL_SEED + i, the same at every evaluation."""
+    args = (
+        cfg.env.name,
+        cfg.eval.episodes,
+        cfg.seed + EVAL_SEED,
+        device,
+        cfg.env.max_episode_steps,
+    )
+    return Evaluator(*args, vector=cfg.eval.vector, version=cfg.env.version)

@@ -1,66 +1,185 @@
-"""The run's time estimate: the work its schedule has left, per phase, times the time per unit
-this process has measured. A model fit adds to its own phase's total instead of making the
-estimate jump; nothing is estimated before every phase with work left has been timed."""
+"""The one projection of a run's time (mbrl.runtime.eta.time_left), which the training ETA
+and profile=true's report share: the work the schedule has left, per phase, times seconds per
+unit of work. Model fits grow with the data (rows x epochs); the first fit, from random
+weights, is counted apart from the later ones."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
-from mbrl.runtime.eta import RunClock, multiples, work_left
+from mbrl.config import Config
+from mbrl.runtime.eta import FitEpochs, RunClock, Work, phases_left, time_left
+from mbrl.trainer import Trainer
 
 from test_trainer import tiny_config
 
+RATES = {
+    "env": 1e-3,
+    "sac": 2e-3,
+    "model": 3e-5,
+    "rollout": 4e-6,
+    "rewarder": 0.5,
+    "eval": 0.25,
+    "checkpoint": 0.125,
+}
 
-def test_work_left_follows_the_schedule() -> None:
-    """Hopper-like schedule: 1000 steps, 100 random, a model phase every 100 steps from 100,
-    G = 20, evaluations every 200 steps and at the end. Counted here by hand."""
-    cfg = tiny_config(
-        "hopper",
-        total_steps=1000,
-        **{
-            "algorithm.name": "mbpo",
-            "algorithm.updates_per_step": 20,
-            "mbpo.model_train_freq": 100,
-            "eval.every": 200,
-        },
+
+def _cfg(**overrides: object) -> Config:
+    settings = {
+        "algorithm.name": "mbpo",
+        "algorithm.init_steps": 500,
+        "algorithm.updates_per_step": 20,
+        "mbpo.model_train_freq": 250,
+        "mbpo.epoch_length": 1000,
+        "eval.every": 1000,
+        "eval.episodes": 10,
+        "buffer.capacity": 1200,  # reached before the run ends
+        "model.max_holdout": 300,  # so is the holdout cap
+        "rollout.batch_size": 400,
+        "rollout.min_epoch": 0,
+        "rollout.max_epoch": 1,
+        "rollout.min_length": 1,
+        "rollout.max_length": 3,
+    }
+    return tiny_config("hopper", total_steps=2000, **(settings | overrides))
+
+
+# Model phases at 500, 750, ..., 1750. Rows: min(step, 1200) less min(20 %, 300) held out.
+ROWS = [500 - 100, 750 - 150, 1000 - 200, 1200 - 240, 1200 - 240, 1200 - 240]
+# MBPO epochs after the 500 random steps: 0 for steps < 1500 (length 1), then 1 (length 3).
+LENGTHS = [1, 1, 1, 1, 3, 3]
+
+
+def test_time_left_follows_the_schedule() -> None:
+    """Counted here by hand: the whole run, and from a step in its middle."""
+    seconds = time_left(_cfg(), 0, RATES, FitEpochs(first=40, later=7))
+    assert seconds["env"] == pytest.approx(2000 * 1e-3)
+    assert seconds["sac"] == pytest.approx((2000 - 500) * 20 * 2e-3)
+    assert seconds["eval"] == pytest.approx(2 * 10 * 0.25)  # at 1000 and at the last step
+    assert seconds["checkpoint"] == pytest.approx(2 * 0.125)
+    fits = ROWS[0] * 40 + sum(ROWS[1:]) * 7  # the first fit from random weights, then later ones
+    assert seconds["model"] == pytest.approx(fits * 3e-5)
+    assert seconds["rollout"] == pytest.approx(sum(400 * n for n in LENGTHS) * 4e-6)
+    assert "rewarder" not in seconds  # rewarder.mode none
+    later = time_left(_cfg(), 1100, RATES, FitEpochs(first=40, later=7))  # phases 1250..1750
+    assert later["model"] == pytest.approx(sum(ROWS[3:]) * 7 * 3e-5)
+    assert later["sac"] == pytest.approx(900 * 20 * 2e-3) and later["env"] == pytest.approx(0.9)
+    assert set(later) == phases_left(_cfg(), 1100)
+    at_a_phase = time_left(_cfg(), 1250, RATES, FitEpochs(40, 7))  # (its fit is still to come)
+    assert at_a_phase["model"] == later["model"]
+
+
+def test_time_left_keeps_the_runs_own_caps() -> None:
+    capped = time_left(_cfg(**{"model.max_epochs": 3}), 0, RATES, FitEpochs(40, 7))
+    assert capped["model"] == pytest.approx(sum(ROWS) * 3 * 3e-5)
+    limit = 0.12  # seconds: binds from the 600-row fit on (600 * 7 * 3e-5 = 0.126)
+    timed = time_left(_cfg(**{"model.max_seconds": limit}), 0, RATES, FitEpochs(7, 7))
+    assert timed["model"] == pytest.approx(400 * 7 * 3e-5 + 5 * limit)
+    with_rewarder = time_left(_cfg(**{"rewarder.mode": "penalty"}), 0, RATES, FitEpochs(7, 7))
+    assert with_rewarder["rewarder"] == pytest.approx(6 * 0.5)
+    sac = time_left(_cfg(**{"algorithm.name": "sac"}), 0, RATES, FitEpochs(7, 7))
+    assert (
+        set(sac)
+        == {"env", "sac", "eval", "checkpoint"}
+        == phases_left(_cfg(**{"algorithm.name": "sac"}), 0)
     )
-    left = work_left(cfg, 350)
-    assert left["env"] == 650
-    assert left["sac"] == 650 * 20
-    assert left["model"] == len([t for t in range(350, 1000) if t % 100 == 0 and t >= 100])
-    assert left["eval"] == len([t for t in range(350, 1000) if t % 200 == 0]) + 1
-    assert work_left(cfg, 50)["sac"] == 900 * 20  # no updates during the random steps
-    assert multiples(100, 0, 100) == 1 and multiples(100, 1, 100) == 0
+
+
+def _fit(rows: int, epochs: int) -> dict[str, int]:
+    """The metrics of a model phase the estimate reads."""
+    return {
+        "model/train_rows": rows,
+        "model/epochs": epochs,
+        "rollout/start_states": 400,
+        "rollout/length": 1,
+    }
+
+
+def test_epochs_per_fit_are_measured_the_first_fit_apart() -> None:
+    """The first fit's epochs as it ran; later fits the mean of those so far."""
+    work = Work()
+    assert work.epochs() == FitEpochs(0, 0)
+    work.model_phase(_fit(400, 150), rewarder=False)  # the first fit: from random weights
+    assert work.epochs() == FitEpochs(150, 150)
+    work.model_phase(_fit(600, 10), rewarder=False)
+    work.model_phase(_fit(800, 30), rewarder=False)
+    assert work.epochs() == FitEpochs(150, 20.0) and work.later == (2, 40.0)
+    work.model_phase(_fit(960, 36), rewarder=False)
+    assert work.epochs().later == pytest.approx(76 / 3)
+    assert work.done["model"] == 400 * 150 + 600 * 10 + 800 * 30 + 960 * 36
+    assert work.done["rollout"] == 4 * 400
 
 
 def test_a_model_fit_moves_the_estimate_by_its_own_time_only() -> None:
-    """Two identical fits: just after the second one (one env step later), the estimate is the
-    one just before it minus the time the fit took (per-phase rates), where a mean time per
-    env step would jump up."""
-    cfg = tiny_config(
-        "hopper",
-        total_steps=2000,
-        **{"algorithm.name": "mbpo", "mbpo.model_train_freq": 250, "eval.every": 1000},
-    )
-    clock = RunClock.start(cfg)
-    clock.done.update({"env": 400.0, "sac": 300.0, "model": 1.0, "eval": 1.0})
-    grand = {"env": 4.0, "sac": 30.0, "model": 50.0, "eval": 1.0, "checkpoint": 1.0}
-    assert clock.ready(500)
-    before = clock.seconds_left(grand, 500)
-    # The fit at step 500 took as long as the first (50 s), then one env step and 1 update.
-    clock.done.update({"model": 2.0, "env": 401.0, "sac": 301.0})
-    after = clock.seconds_left({**grand, "model": 100.0, "env": 4.01, "sac": 30.1}, 501)
-    assert before["model"] - after["model"] == pytest.approx(50.0)
-    step = 4.0 / 400 + 30.0 / 300  # one env step and its update
-    assert sum(before.values()) - sum(after.values()) == pytest.approx(50.0 + step)
+    """A later fit that takes what the estimate assumed: just after it (one env step later),
+    the estimate is the one just before it less the model phase's time and the step's."""
+    cfg = _cfg()
+    clock = RunClock(cfg)
+    clock.work.done.update({"env": 1250.0, "sac": 15000.0, "eval": 10.0, "checkpoint": 1.0})
+    for rows, epochs in zip(ROWS[:3], (40, 20, 20), strict=True):  # fits at 500, 750, 1000
+        clock.work.model_phase(_fit(rows, epochs), rewarder=False)
+    work = clock.work.done
+    assert clock.ready(1250)
+    before = clock.seconds_left({p: RATES[p] * work[p] for p in work}, 1250)  # (all at rate)
+    clock.work.model_phase(_fit(ROWS[3], 20), rewarder=False)  # the phase at step 1250
+    clock.work.done.update({"env": 1251.0, "sac": 15020.0})
+    after = clock.seconds_left({p: RATES[p] * work[p] for p in work}, 1251)
+    fit = ROWS[3] * 20 * RATES["model"]
+    assert before["model"] - after["model"] == pytest.approx(fit)
+    phase = fit + 400 * RATES["rollout"]
+    step = RATES["env"] + 20 * RATES["sac"]
+    assert sum(before.values()) - sum(after.values()) == pytest.approx(phase + step)
 
 
 def test_nothing_is_estimated_before_every_phase_has_been_timed() -> None:
-    cfg = tiny_config("hopper", total_steps=2000, **{"algorithm.name": "mbpo"})
-    clock = RunClock.start(cfg)
-    clock.done.update({"env": 200.0, "sac": 99.0, "model": 1.0, "eval": 1.0})
-    assert not clock.ready(300)  # 99 SAC updates: not yet
-    clock.done["sac"] = 100.0
-    assert clock.ready(300)
-    clock.done["model"] = 0.0
-    assert not clock.ready(300)  # model phases left, none timed
+    """... and before a fit after the first has said how many epochs the later ones take."""
+    clock = RunClock(_cfg())
+    clock.work.done.update({"env": 800.0, "sac": 99.0, "eval": 10.0, "checkpoint": 1.0})
+    clock.work.model_phase(_fit(400, 40), rewarder=False)
+    clock.work.done["sac"] = 100.0
+    assert not clock.ready(800)  # one fit: not yet
+    clock.work.model_phase(_fit(600, 20), rewarder=False)
+    clock.work.done["sac"] = 99.0
+    assert not clock.ready(800)  # 99 SAC updates: not yet
+    clock.work.done["sac"] = 100.0
+    assert clock.ready(800)
+    clock.work.done["checkpoint"] = 0.0
+    assert not clock.ready(800)  # checkpoints left, none timed
+    assert not RunClock(_cfg(**{"profile.enabled": True})).ready(600)  # a window: never
+
+
+def test_a_resumed_run_estimates_from_its_first_step(
+    tmp_path: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its checkpoint holds the rates and the fits' epochs so far: the estimate is printed
+    before this process has timed anything (no model fit, evaluation or 100 updates)."""
+    run = os.path.join(tmp_path, "run")
+    mbpo = {
+        "algorithm.name": "mbpo",
+        "mbpo.model_train_freq": 100,
+        "rollout.batch_size": 200,
+        "model.max_epochs": 3,
+        "eval.every": 150,
+        "mbpo.real_data": "step",  # (fits from step 100 on, not once an episode has ended)
+    }
+    first = Trainer(tiny_config("pendulum", total_steps=300, **mbpo), run)
+    first.run()
+    assert first.clock.work.fits == 2 and first.clock.work.later == (1, 3.0)
+    capsys.readouterr()
+    resumed = Trainer(tiny_config("pendulum", total_steps=600, resume=run, **mbpo), run)
+    assert resumed.clock.ready(300) and resumed.clock.work.epochs().later == 3.0
+    shown_at: list[int] = []
+
+    def note() -> None:  # (the step hook runs after each step's estimate)
+        if resumed.clock.shown and not shown_at:
+            shown_at.append(resumed.env_steps)
+
+    resumed.step_hook = note
+    resumed.run()
+    # Without the saved rates: not before step 450's evaluation (and 100 updates, step 400).
+    assert shown_at == [301]
+    err = capsys.readouterr().err
+    assert "estimated time to finish: about" in err and "from before the resume at first" in err
+    assert resumed.clock.work.fits == 5  # at 100 and 200, then 300, 400 and 500

@@ -13,7 +13,8 @@ from test_cli import TINY
 
 def test_profile_window_writes_tables_and_trace(train_cmd: list[str], tmp_path: str) -> None:
     """In its own folder, runs/profile/<env>/<date>; no resume command (a window is not a run
-    to go on with); none of the profiler's C++ log lines across the bar; what was capped."""
+    to go on with); none of the profiler's C++ log lines across the bar; its two model fits
+    (here at the run's own cap, model.max_epochs=2) and what it recorded."""
     # (init_steps: one 200-step Pendulum episode, so the window's model phase has real rows)
     args = [a for a in TINY if not a.startswith(("total_steps", "algorithm.init_steps"))]
     args.append("algorithm.init_steps=200")
@@ -25,7 +26,8 @@ def test_profile_window_writes_tables_and_trace(train_cmd: list[str], tmp_path: 
     assert "resume=" not in proc.stderr and "estimated time to finish" not in proc.stderr
     assert "profiler_start" not in proc.stderr and "USDT:" not in proc.stderr
     assert "profiling window" in proc.stdout and "top operators by self time" in proc.stdout
-    assert "1 model fit capped at 2 epochs" in proc.stdout
+    assert "2 model fits of 2 and 2 epochs" in proc.stdout and "model.max_epochs=2" in proc.stdout
+    assert "the profiler recorded from env step 300 on" in proc.stdout  # the second fit's
     assert "a whole run of this config (15,000 env steps)" in proc.stdout
     prof = os.path.join(run_dir, "log", "profile")
     with open(os.path.join(prof, "phases.json"), encoding="utf-8") as f:
@@ -36,10 +38,10 @@ def test_profile_window_writes_tables_and_trace(train_cmd: list[str], tmp_path: 
     for name in ("env", "model", "rollout", "sac", "eval"):
         assert by_name[name]["seconds"] > 0 and by_name[name]["rate"] > 0, name
     assert abs(sum(p["share"] for p in phases["phases"]) - 1.0) < 1e-6
-    assert phases["window"]["sac_updates"] == 20
-    assert phases["window"]["model_phases"] == 1
+    assert phases["window"]["sac_updates"] == 120  # from step 200: 100, then 20 recorded
+    assert phases["window"]["model_fits"] == 2 and phases["window"]["fit_epochs"] == [2, 2]
     projected = phases["projection"]["seconds"]
-    assert set(projected) == {"env", "sac", "eval", "model", "rollout"}
+    assert set(projected) == {"env", "sac", "eval", "checkpoint", "model", "rollout"}
     assert all(seconds > 0 for seconds in projected.values())
     with open(os.path.join(prof, "phases.txt"), encoding="utf-8") as f:
         assert "updates/s" in f.read()

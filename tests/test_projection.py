@@ -1,68 +1,82 @@
-"""The profile report's projection of a whole run: each phase's measured cost per unit of work
-times the work the run's schedule does, counted here by hand."""
+"""profile=true's projection of a whole run and the training run's estimate of its time left
+are one projection (mbrl.runtime.eta.time_left): on the same short Hopper config they project
+the same work, because the window's two model fits are the run's first two (its first from
+random weights, its second from the first), each to its early stop."""
 
 from __future__ import annotations
 
-import pytest
+import json
+import os
 
 from mbrl.config import Config
-from mbrl.tools.projection import Rates, project
+from mbrl.runtime.eta import TIMERS, FitEpochs, time_left
+from mbrl.tools.profiling import run_profile, window_config
+from mbrl.trainer import Trainer
 
-from test_trainer import tiny_config
+from test_trainer import _rows, tiny_config
 
-RATES = Rates(
-    env_step=1e-3,
-    sac_update=2e-3,
-    fit_row_epoch=3e-5,
-    rollout_row=4e-6,
-    rewarder_phase=0.5,
-    eval_episode=0.25,
-)
-
-
-def _cfg(**overrides: object) -> Config:
-    settings = {
-        "algorithm.name": "mbpo",
-        "algorithm.init_steps": 500,
-        "algorithm.updates_per_step": 20,
-        "mbpo.model_train_freq": 250,
-        "mbpo.epoch_length": 1000,
-        "eval.every": 1000,
-        "eval.episodes": 10,
-        "buffer.capacity": 1200,  # reached before the run ends
-        "model.max_holdout": 300,  # so is the holdout cap
-        "rollout.batch_size": 400,
-        "rollout.min_epoch": 0,
-        "rollout.max_epoch": 1,
-        "rollout.min_length": 1,
-        "rollout.max_length": 3,
-        "profile.fit_epochs": 7,
-    }
-    return tiny_config("hopper", total_steps=2000, **(settings | overrides))
+SHORT_HOPPER = {
+    "algorithm.name": "mbpo",
+    "algorithm.init_steps": 500,
+    "mbpo.model_train_freq": 250,  # model phases at 500, 750, 1000
+    "mbpo.real_data": "step",
+    "algorithm.updates_per_step": 1,
+    "rollout.batch_size": 500,
+    "eval.every": 500,
+    "eval.episodes": 1,
+    "model.members": 3,
+    "model.elites": 2,
+    "model.flow.layers": 2,
+    "model.flow.hidden": [32],
+    "model.flow.embed_hidden": [32],
+    "model.flow.embed_dim": 16,
+    "profile.updates": 100,
+    "profile.trace": False,
+}
+ONES = dict.fromkeys(TIMERS, 1.0)  # (rates of 1: time_left counts the work)
 
 
-def test_projection_follows_the_run_schedule() -> None:
-    # Model phases at 500, 750, ..., 1750. Rows: min(step, 1200) less min(20 %, 300) held out.
-    rows = [500 - 100, 750 - 150, 1000 - 200, 1200 - 240, 1200 - 240, 1200 - 240]
-    # MBPO epochs after the 500 random steps: 0 for steps < 1500 (length 1), then 1 (length 3).
-    lengths = [1, 1, 1, 1, 3, 3]
-    seconds = project(_cfg(), RATES)
-    assert seconds["env"] == pytest.approx(2000 * 1e-3)
-    assert seconds["sac"] == pytest.approx((2000 - 500) * 20 * 2e-3)
-    assert seconds["eval"] == pytest.approx(2 * 10 * 0.25)  # at 1000 and at the last step
-    assert seconds["model"] == pytest.approx(sum(rows) * 7 * 3e-5)
-    assert seconds["rollout"] == pytest.approx(sum(400 * n for n in lengths) * 4e-6)
-    assert "rewarder" not in seconds  # rewarder.mode none
+def _short(**overrides: object) -> Config:
+    return tiny_config("hopper", total_steps=1250, **(SHORT_HOPPER | overrides))
 
 
-def test_projection_keeps_the_runs_own_caps() -> None:
-    rows = [400, 600, 800, 960, 960, 960]
-    capped = project(_cfg(**{"model.max_epochs": 3}), RATES)  # fewer than profile.fit_epochs
-    assert capped["model"] == pytest.approx(sum(rows) * 3 * 3e-5)
-    limit = 0.12  # seconds: binds from the 600-row fit on (600 * 7 * 3e-5 = 0.126)
-    timed = project(_cfg(**{"model.max_seconds": limit}), RATES)
-    assert timed["model"] == pytest.approx(400 * 7 * 3e-5 + 5 * limit)
-    with_rewarder = project(_cfg(**{"rewarder.mode": "penalty"}), RATES)
-    assert with_rewarder["rewarder"] == pytest.approx(6 * 0.5)
-    sac = project(_cfg(**{"algorithm.name": "sac"}), RATES)
-    assert set(sac) == {"env", "sac", "eval"}
+def test_the_profile_and_the_training_estimate_project_the_same_run(tmp_path: str) -> None:
+    run = os.path.join(tmp_path, "run")
+    trainer = Trainer(_short(), run)
+    first: dict[str, object] = {}
+
+    def at_the_first_estimate() -> None:
+        if trainer.clock.shown and not first:
+            first["step"], first["epochs"] = trainer.env_steps, trainer.clock.work.epochs()
+            first["done"] = dict(trainer.clock.work.done)
+
+    trainer.step_hook = at_the_first_estimate
+    trainer.run()
+    fits = [r["model/epochs"] for r in _rows(run) if "model/epochs" in r]
+    assert len(fits) == 3 and first["step"] == 751  # after the second fit and 100 updates
+    assert first["epochs"] == FitEpochs(fits[0], fits[1])
+    step, done, epochs = first["step"], first["done"], first["epochs"]
+    assert isinstance(step, int) and isinstance(done, dict) and isinstance(epochs, FitEpochs)
+    estimate = {p: done[p] + w for p, w in time_left(trainer.cfg, step, ONES, epochs).items()}
+
+    window = os.path.join(tmp_path, "profile")
+    profiled = _short(**{"profile.enabled": True})
+    seconds = run_profile(profiled, window)["projection"]
+    with open(os.path.join(window, "log", "profile", "phases.json"), encoding="utf-8") as f:
+        summary = json.load(f)
+    assert summary["window"]["fit_epochs"] == fits[:2]  # the run's first two fits, exactly
+    projected = time_left(profiled, 0, ONES, FitEpochs(*fits[:2]))
+    assert set(projected) == set(estimate) == set(seconds)
+    for phase, work in projected.items():
+        assert abs(work / estimate[phase] - 1) < 0.2, (phase, work, estimate[phase])
+
+
+def test_the_window_records_from_its_second_model_fit() -> None:
+    """Random steps, a fit to its early stop, the loop to the next model phase, then the
+    recorded part: profile.updates updates after the second fit."""
+    w = window_config(_short(**{"profile.updates": 100}))
+    assert w.total_steps == 750 + 100 and w.eval.every == w.total_steps
+    capped = window_config(_short(**{"profile.model_epochs": 3}))
+    assert capped.model.max_epochs == 3 and window_config(_short()).model.max_epochs is None
+    sac = window_config(_short(**{"algorithm.name": "sac"}))
+    assert sac.total_steps == 500 + 100

@@ -150,17 +150,19 @@ def _assert_same(a: object, b: object, path: str) -> None:
 def test_snapshots_hold_no_buffers_and_the_estimate_fits_the_files(tmp_path: str) -> None:
     """By default every iteration_<N>.pt holds the networks, optimizers and counters but not
     the buffers; last.pt and ckpt_best.pt hold everything (ckpt_best.pt can resume). The
-    start block's estimate of the files' sizes is within 25 % of what is written."""
-    from mbrl.runtime.disk import checkpoint_sizes
+    start block's estimate of the files is within 25 % of what the run leaves: the pool as
+    the schedule leaves it (here 3 phases of 20 000 one-step rollouts), not its allocation
+    (for 4-step rollouts and 10 phases kept: 800 000 rows)."""
+    from mbrl.runtime.disk import checkpoint_sizes, pool_rows
 
     run = os.path.join(tmp_path, "run")
     kw = {
         "algorithm.name": "mbpo",
         "model.max_epochs": 1,
-        "mbpo.epoch_length": 250,  # the pool's window: one phase of 20 000 one-step rollouts
+        "mbpo.model_train_freq": 100,  # model phases at 100, 200, 300
         "rollout.batch_size": 20_000,
         "rollout.min_length": 1,
-        "rollout.max_length": 1,
+        "rollout.max_length": 4,  # (from MBPO's epoch 20 on: after this run)
     }
     cfg = tiny_config(total_steps=400, **kw)
     Trainer(cfg, run).run()
@@ -168,13 +170,15 @@ def test_snapshots_hold_no_buffers_and_the_estimate_fits_the_files(tmp_path: str
     snap, last = load(os.path.join(ckpt, "iteration_400.pt")), load(os.path.join(ckpt, "last.pt"))
     assert "buffers" not in snap and "agent" in snap and "algorithm" in snap
     assert "buffers" in last and "buffers" in load(os.path.join(ckpt, "ckpt_best.pt"))
-    # (at step 400 the model has been fit once and the pool is full, as at a run's end)
-    size = {n: os.path.getsize(os.path.join(ckpt, n)) for n in ("iteration_400.pt", "last.pt")}
-    assert size["last.pt"] - size["iteration_400.pt"] > 20_000 * 100  # the pool's rows
+    assert last["buffers"]["model"]["size"] == pool_rows(cfg) == 60_000
+    size = {n: os.path.getsize(os.path.join(ckpt, n)) for n in os.listdir(ckpt)}
+    assert size["last.pt"] - size["iteration_400.pt"] > 60_000 * 100  # the pool's rows
     est = checkpoint_sizes(cfg, 11, 3)
-    assert est.snapshots == 3  # evaluations at 200, 400 and the last step's (the same)
+    assert est.snapshots == 2  # evaluations at 200 and 400 (the last step)
     assert 0.75 < size["iteration_400.pt"] / est.snapshot < 1.25
     assert 0.75 < size["last.pt"] / est.full < 1.25
+    assert sorted(size) == ["ckpt_best.pt", "iteration_200.pt", "iteration_400.pt", "last.pt"]
+    assert 0.75 < sum(size.values()) / est.total < 1.25
 
 
 def test_a_run_whose_checkpoints_cannot_fit_on_the_disk_is_refused(tmp_path: str) -> None:
@@ -229,3 +233,18 @@ def test_trainer_applies_flush_denormal(flush: bool, tmp_path: str) -> None:
     Trainer(tiny_config(flush_denormal=flush), os.path.join(tmp_path, "run"))
     tiny = torch.tensor([1e-40]) * 1.0  # denormal in fp32 (smallest normal: 1.2e-38)
     assert (float(tiny[0]) == 0.0) == flush
+
+
+def test_the_compile_warm_up_is_a_phase_of_its_own(tmp_path: str) -> None:
+    """Timed as ``time/compile`` (so a sweep's phase bars show it, not "other"), and in the
+    summary; its seconds are the warm-ups the start block reports."""
+    from mbrl.tools.plotting import load_run
+
+    run = os.path.join(tmp_path, "run")
+    trainer = Trainer(tiny_config("pendulum", compile="true", total_steps=200), run)
+    trainer.run()
+    first = _rows(run)[0]
+    warm_up = sum(c.seconds or 0.0 for c in trainer.compiled.values())
+    assert warm_up > 0 and first["time/compile"] >= warm_up
+    assert first["time/other"] < 0.5 * first["time/compile"]
+    assert load_run(run).phase_seconds()["compile"] == first["time/compile"]

@@ -4,8 +4,11 @@
 included; each ``ckpt/iteration_<N>.pt`` snapshot (one per evaluation) holds what evaluation
 and analysis need (networks, optimizers, normalisers, counters) unless
 ``checkpoint.buffer_in_snapshots``. The sizes follow from the config: parameter counts of the
-networks and the buffers' rows at the end of the run. A run whose checkpoints would not fit
-on the disk is refused before it starts.
+networks, and the rows the buffers hold at the run's end (a checkpoint stores the live rows
+only): the real buffer's transitions, and the model pool's as MBPO's schedule leaves it, its
+window for the rollout length then, filled by the last model phases' rollouts (full length:
+an upper bound where rollouts end early). A run whose checkpoints would not fit on the disk is
+refused before it starts.
 """
 
 from __future__ import annotations
@@ -20,8 +23,9 @@ from mbrl.agents import SAC
 from mbrl.config import Config, ConfigError
 from mbrl.models import DynamicsModel
 from mbrl.rewarder import Rewarder
-from mbrl.runtime.memory import buffer_bytes
+from mbrl.runtime.memory import row_bytes
 from mbrl.runtime.progress import megabytes
+from mbrl.schedule import model_pool_size, pool_capacity, rollout_length, run_length
 
 STATE_OVERHEAD = 1 << 20  # counters, RNG and env states, pickling: about a megabyte
 
@@ -51,9 +55,24 @@ def _params(module: nn.Module) -> int:
     return sum(p.numel() for p in module.parameters())
 
 
-def checkpoint_sizes(cfg: Config, obs_dim: int, act_dim: int, world: int = 1) -> CheckpointSizes:
-    """The checkpoint files of a run with ``cfg`` (sizes at its end, upper bounds; ``world``
-    processes each add their own buffers)."""
+def pool_rows(cfg: Config) -> int:
+    """Rows the model pool holds at the run's end: at each model phase its window narrows to
+    the size for that phase's rollout length, then the rollouts add their rows (as
+    ``ReplayBuffer.set_window`` and ``add`` do)."""
+    if cfg.algorithm.name != "mbpo":
+        return 0
+    freq, total = cfg.mbpo.model_train_freq, run_length(cfg)
+    rows, capacity = 0, pool_capacity(cfg)
+    for step in range(-(-max(cfg.algorithm.init_steps, 1) // freq) * freq, total, freq):
+        length = rollout_length(step, cfg)
+        window = min(model_pool_size(cfg, length), capacity)
+        rows = min(window, min(rows, window) + cfg.rollout.batch_size * length)
+    return rows
+
+
+def checkpoint_sizes(cfg: Config, obs_dim: int, act_dim: int) -> CheckpointSizes:
+    """The checkpoint files of a run with ``cfg``, at its end (the ranks of a torchrun run
+    share its transitions: their buffers hold as many rows together as one process's)."""
     agent = SAC(obs_dim, act_dim, cfg.agent)
     # fp32 weights, Adam's two moments; the critic also has its target copy
     floats = 3 * _params(agent.actor) + 4 * _params(agent.critic)
@@ -62,17 +81,17 @@ def checkpoint_sizes(cfg: Config, obs_dim: int, act_dim: int, world: int = 1) ->
         if cfg.rewarder.mode != "none":
             floats += 3 * _params(Rewarder(obs_dim, act_dim, cfg.rewarder, agent.device).flows)
     slim = 4 * floats + STATE_OVERHEAD
-    full = slim + world * sum(buffer_bytes(cfg, obs_dim, act_dim))
-    count = cfg.total_steps // cfg.eval.every + 1 if cfg.checkpoint.snapshots else 0
+    real = min(cfg.buffer.capacity, run_length(cfg)) * row_bytes(obs_dim, act_dim, False)
+    full = slim + real + pool_rows(cfg) * row_bytes(obs_dim, act_dim, True)
+    evals = -(-run_length(cfg) // cfg.eval.every)  # multiples of eval.every, and the last step
+    count = evals if cfg.checkpoint.snapshots else 0
     return CheckpointSizes(full, full if cfg.checkpoint.buffer_in_snapshots else slim, count)
 
 
-def check_disk(
-    cfg: Config, obs_dim: int, act_dim: int, run_dir: str, world: int = 1
-) -> CheckpointSizes:
+def check_disk(cfg: Config, obs_dim: int, act_dim: int, run_dir: str) -> CheckpointSizes:
     """Raise :class:`ConfigError` if the run's checkpoints would not fit on the disk that
     holds ``run_dir`` (or its nearest existing parent)."""
-    sizes = checkpoint_sizes(cfg, obs_dim, act_dim, world)
+    sizes = checkpoint_sizes(cfg, obs_dim, act_dim)
     where = os.path.abspath(run_dir)
     while not os.path.exists(where):
         where = os.path.dirname(where)

@@ -13,8 +13,10 @@ from mbrl.compiled import Compiled
 from mbrl.config import Config
 from mbrl.envs import env_spec
 from mbrl.envs.vector import resolve_vector
+from mbrl.runtime.checkpoint import CheckpointManager
 from mbrl.runtime.disk import CheckpointSizes
 from mbrl.runtime.idle import warnings_for
+from mbrl.runtime.interrupt import STARTING
 from mbrl.runtime.memory import buffer_bytes
 from mbrl.runtime.progress import duration, episodes, megabytes, start_block
 from mbrl.runtime.speed import CompileChoice
@@ -44,7 +46,7 @@ class Run(Protocol):
     def env_steps(self) -> int: ...
 
 
-PHASE_ORDER = ("env", "model", "rewarder", "rollout", "sac", "eval", "log", "checkpoint")
+PHASE_ORDER = ("compile", "env", "model", "rewarder", "rollout", "sac", "eval", "log", "checkpoint")
 
 
 def _what(t: Run) -> str:
@@ -71,7 +73,7 @@ def start_text(t: Run) -> str:
     memory = f"real buffer {megabytes(real)}" + (f", model pool {megabytes(pool)}" if pool else "")
     amp = t.amp if t.amp == t.model_amp else f"SAC {t.amp}, model {t.model_amp}"
     lines = {
-        "run folder": t.run_dir,
+        "run folder": f"{t.run_dir} (process {os.getpid()})",
         "device": f"{t.device} (amp {amp}, "
         f"{cfg.threads or 'default'} torch thread{'s' if cfg.threads != 1 else ''})",
         "compile": compile_line(t),
@@ -103,6 +105,27 @@ def resume_command(run_dir: str) -> str:
         path = os.path.abspath(sys.argv[0])
         script = os.path.relpath(path) if not os.path.relpath(path).startswith("..") else path
     return f"python {shlex.quote(script)} resume={shlex.quote(run_dir)}"
+
+
+def quit_text(moment: str, run_dir: str, ckpt: CheckpointManager | None, profile: bool) -> str:
+    """The one line Ctrl-C prints when it quits at once (``moment``: starting | running;
+    ``ckpt``: the run's checkpoints, None before they are known)."""
+    if profile:
+        return "stopped the profiling window (Ctrl-C): no report was written"
+    head = (
+        "stopped while the run was starting (Ctrl-C)"
+        if moment == STARTING
+        else "quit at once without saving (Ctrl-C)"
+    )
+    if os.path.isfile(os.path.join(run_dir, "ckpt", "last.pt")):
+        saved = None if ckpt is None else ckpt.saved_step
+        step = "the run's last checkpoint" if saved is None else f"step {saved}"
+        holds = "still holds" if moment == STARTING else "holds"
+        return f"{head}: ckpt/last.pt {holds} {step}; continue with: {resume_command(run_dir)}"
+    return (
+        f"{head}: nothing was saved yet ({run_dir} holds no checkpoint); run the command again "
+        "to start afresh (this folder can be removed)"
+    )
 
 
 def summary_text(t: Run, outcome: str) -> str:

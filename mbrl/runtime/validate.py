@@ -83,9 +83,9 @@ def _check_ranges(c: Config) -> None:
     _check_agent(c.agent)
     _check_model(c.model)
     _check_mbpo(c)
-    _positive(
-        "profile", c.profile, "updates", "model_epochs", "fit_epochs", "eval_episodes", "top_ops"
-    )
+    _positive("profile", c.profile, "updates", "eval_episodes", "top_ops")
+    if c.profile.model_epochs is not None:
+        _at_least("profile.model_epochs", c.profile.model_epochs, 1, "positive or null")
 
 
 def _positive(prefix: str, obj: object, *keys: str) -> None:
@@ -192,6 +192,9 @@ def validate(cfg: DictConfig | dict[str, Any]) -> Config:
         raise ConfigError(f"a config is a mapping of keys, not {type(plain).__name__}")
     raw.pop("hydra", None)
     _upgrade_model(raw)
+    profile = raw.get("profile")
+    if isinstance(profile, DictConfig):  # (a config saved when epochs per fit were assumed)
+        profile.pop("fit_epochs", None)
     schema = schema_for(OmegaConf.select(raw, "model._target_", default=None))
     # A key added with hydra's `+key=value` passes hydra and the merge below unnoticed.
     _refuse_unknown_keys(raw, schema, schema)

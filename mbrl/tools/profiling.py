@@ -2,10 +2,12 @@
 and report where the time goes (phase table, operator table, a trace for TensorBoard/Perfetto).
 
 The window is the real loop with a shortened config: random exploration up to the first
-model phase, one model fit (capped at ``profile.model_epochs`` epochs) with its rollouts,
-``profile.updates`` SAC updates, one evaluation and one checkpoint. Being capped, the window's
-shares are not a run's: the report also projects a whole run's time per phase from the
-window's rates and the run's schedule (:mod:`mbrl.tools.projection`).
+model phase, whose fit starts from random weights and runs to its early stop; the loop until
+the second model phase, a fit that starts from the first, as every later fit of a run does;
+then ``profile.updates`` SAC updates, one evaluation and one checkpoint. The profiler records
+from the second model phase on. The window's shares are not a run's (the fits grow with the
+data): the report also projects a whole run's time per phase from the window's rates, its
+fits' epochs and the run's schedule (:mod:`mbrl.tools.projection`).
 """
 
 from __future__ import annotations
@@ -24,11 +26,10 @@ from typing import Any
 from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
 
 from mbrl.config import Config
-from mbrl.runtime.progress import duration
 from mbrl.runtime.speed import resolve_amp, resolve_compile
 from mbrl.runtime.timer import PhaseTimer
 from mbrl.runtime.utils import resolve_device
-from mbrl.tools.projection import Rates, fit_epochs, project
+from mbrl.tools.projection import project, projection_text
 from mbrl.trainer import Trainer
 
 # torch.profiler's C++ side (kineto) logs lines such as "USDT:2026-01-01 12:00:00 1:1
@@ -46,15 +47,25 @@ def window_config(cfg: Config) -> Config:
         amp = resolve_amp(c.amp, device, "sac")
         c.compile = "true" if resolve_compile(c, device, 1, amp).on else "false"
     p = c.profile
-    start, per_step = c.algorithm.init_steps, c.algorithm.updates_per_step
-    if c.algorithm.name == "mbpo":
+    if c.algorithm.name == "mbpo" and p.model_epochs is not None:
         c.model.max_epochs = min(c.model.max_epochs or p.model_epochs, p.model_epochs)
-        c.model.max_seconds = None
-    c.total_steps = start + max(1, math.ceil(p.updates / max(per_step, 1)))
+    c.total_steps = recorded_from(c) + max(
+        1, math.ceil(p.updates / max(c.algorithm.updates_per_step, 1))
+    )
     c.eval.every, c.eval.episodes = c.total_steps, p.eval_episodes
     c.logger.every = c.total_steps
     c.checkpoint.snapshots = False
     return c
+
+
+def recorded_from(cfg: Config) -> int:
+    """The env step the window's recording starts at: MBPO's second model phase (its fit is
+    a later one), or, without model phases, the end of the random steps."""
+    init = cfg.algorithm.init_steps
+    if cfg.algorithm.name != "mbpo":
+        return init
+    freq = cfg.mbpo.model_train_freq
+    return -(-max(init, 1) // freq) * freq + freq
 
 
 def phase_table(trainer: Trainer, counts: dict[str, float], wall: float) -> list[dict[str, Any]]:
@@ -105,9 +116,9 @@ def run_profile(cfg: Config, run_dir: str) -> dict[str, Any]:
     if trainer.device.type == "cuda":
         activities.append(ProfilerActivity.CUDA)
     handler = tensorboard_trace_handler(out_dir) if cfg.profile.trace else None
-    # Record from the first model phase (or the first update) on: the random exploration
-    # before it is cheap, repetitive, and would swell the trace.
-    start = wcfg.algorithm.init_steps
+    # Record from the second model phase on: what comes before (the random steps, the first
+    # fit and the loop between) would swell the trace with what a run does rarely.
+    start = recorded_from(wcfg)
     active = wcfg.total_steps - start
     sched = schedule(wait=max(start - 1, 0), warmup=1 if start > 0 else 0, active=active, repeat=1)
     prof = profile(activities=activities, on_trace_ready=handler, schedule=sched)
@@ -126,18 +137,21 @@ def run_profile(cfg: Config, run_dir: str) -> dict[str, Any]:
     finally:
         with quiet():
             prof.stop()
-    counts = _counts(trainer, run_dir)
-    rows = phase_table(trainer, counts, wall)
+    work = trainer.clock.work  # the window's work per phase, in the projection's units
+    rows = phase_table(trainer, _counts(trainer, run_dir), wall)
     table = format_phases(rows, wall)
-    projected = project(cfg, rates(trainer, counts))
+    cap = cfg.profile.model_epochs if cfg.algorithm.name == "mbpo" else None
+    projected, epochs = project(cfg, work, trainer.timer.grand, cap)
     sort_key = "self_cuda_time_total" if trainer.device.type == "cuda" else "self_cpu_time_total"
     ops = prof.key_averages().table(sort_by=sort_key, row_limit=cfg.profile.top_ops)
     window = {
         "env_steps": trainer.env_steps,
         "random_steps": wcfg.algorithm.init_steps,
         "sac_updates": trainer.updates,
-        "model_phases": counts.get("model_phases", 0.0),
-        "model_epochs_cap": wcfg.model.max_epochs if cfg.algorithm.name == "mbpo" else None,
+        "recorded_from": recorded_from(wcfg),
+        "model_fits": work.fits,
+        "fit_epochs": [work.first_epochs, *([work.later[1]] if work.later[0] else [])],
+        "model_epochs_cap": cap,
     }
     _write(out_dir, "phases.txt", table)
     _write(out_dir, "ops.txt", ops)
@@ -146,14 +160,14 @@ def run_profile(cfg: Config, run_dir: str) -> dict[str, Any]:
         "device": str(trainer.device),
         "phases": rows,
         "window": window,
-        "projection": {"seconds": projected, "fit_epochs_assumed": fit_epochs(cfg)},
+        "projection": {"seconds": projected, "fit_epochs": epochs},
         "compile_warmup_s": {k: c.seconds for k, c in trainer.compiled.items()},
     }
     _write(out_dir, "phases.json", json.dumps(summary, indent=2))
     warm = "".join(f", {k} compiled in {c.seconds or 0:.1f} s" for k, c in trainer.compiled.items())
     print(
         f"\n{window_text(cfg, window)}\ndevice {trainer.device}{warm} (before the window)\n"
-        f"{table}\n\n{projection_text(cfg, projected)}\n\n"
+        f"{table}\n\n{projection_text(cfg, projected, epochs)}\n\n"
         f"top operators by self time (the window):\n{ops}"
     )
     print(
@@ -163,57 +177,23 @@ def run_profile(cfg: Config, run_dir: str) -> dict[str, Any]:
     return {"phases": rows, "wall": wall, "projection": projected}
 
 
-def rates(trainer: Trainer, counts: dict[str, float]) -> Rates:
-    """The window's seconds per unit of work, phase by phase."""
-    grand = trainer.timer.grand
-
-    def per(phase: str, work: float) -> float:
-        return grand.get(phase, 0.0) / work if work > 0 else 0.0
-
-    return Rates(
-        env_step=per("env", counts["env"]),
-        sac_update=per("sac", counts["sac"]),
-        fit_row_epoch=per("model", counts.get("model", 0.0)),
-        rollout_row=per("rollout", counts.get("rollout", 0.0)),
-        rewarder_phase=per("rewarder", counts.get("model_phases", 0.0)),
-        eval_episode=per("eval", counts["eval"]),
-    )
-
-
 def window_text(cfg: Config, window: dict[str, Any]) -> str:
     """What the window ran, and what was capped: its shares are not a run's."""
     text = (
         f"profiling window: {window['env_steps']:,} env steps ({window['random_steps']:,} random),"
-        f" {window['sac_updates']:,} SAC updates (profile.updates)"
+        f" {window['sac_updates']:,} SAC updates"
     )
-    if cfg.algorithm.name == "mbpo":
+    epochs = [f"{e:.0f}" for e in window["fit_epochs"] if e is not None]
+    if cfg.algorithm.name == "mbpo" and epochs:
+        cap, own = window["model_epochs_cap"], cfg.model.max_epochs
+        how = "to its early stop" if own is None else f"to its early stop or model.max_epochs={own}"
+        how = how if cap is None else f"capped at {cap} (profile.model_epochs)"
         text += (
-            f", {int(window['model_phases'])} model fit capped at {window['model_epochs_cap']} "
-            "epochs (profile.model_epochs; a run's fits go on until the holdout score stops "
-            "improving)"
+            f", {window['model_fits']} model fits of {' and '.join(epochs)} epochs (the first "
+            f"from random weights, the next from it, as a run's later fits; each {how})"
         )
+    text += f"; the profiler recorded from env step {window['recorded_from']:,} on"
     return text + ". Its shares below are the window's, not a run's: see the projection."
-
-
-def projection_text(cfg: Config, seconds: dict[str, float]) -> str:
-    """The projected whole run, phase by phase, with what it assumes."""
-    total = sum(seconds.values())
-    lines = [
-        f"a whole run of this config ({cfg.total_steps:,} env steps), projected from the "
-        "window's rates and the run's schedule:",
-        f"{'phase':<11}{'time':>14}{'share':>8}",
-        "-" * 33,
-    ]
-    for name, secs in sorted(seconds.items(), key=lambda kv: -kv[1]):
-        lines.append(f"{name:<11}{duration(secs):>14}{100 * secs / max(total, 1e-9):>7.0f}%")
-    lines += ["-" * 33, f"{'total':<11}{duration(total):>14}"]
-    if cfg.algorithm.name == "mbpo":
-        lines.append(
-            f"(model: {fit_epochs(cfg)} epochs per fit assumed, profile.fit_epochs; a fit's "
-            "time is proportional to its rows x epochs. rollout: full-length rollouts, an "
-            "upper bound. Compile warm-up and the slower first steps not included.)"
-        )
-    return "\n".join(lines)
 
 
 def _write(out_dir: str, name: str, text: str) -> None:
@@ -242,17 +222,11 @@ def without_kineto_lines(write: Callable[[str], None]) -> Iterator[None]:
 
 
 def _counts(trainer: Trainer, run_dir: str) -> dict[str, float]:
-    """Work done per phase, read back from the run's metrics.jsonl."""
-    counts = {
-        "env": float(trainer.env_steps),
-        "sac": float(trainer.updates),
-        "eval": float(trainer.cfg.eval.episodes),
-    }
+    """Work done per phase, for the table's rates (model: rows x epochs, each row through
+    every member; rollout: transitions written, from the run's metrics.jsonl)."""
+    work = trainer.clock.work.done
+    counts = {k: work[k] for k in ("env", "sac", "model", "eval")}  # (eval: episodes)
     with open(os.path.join(run_dir, "metrics.jsonl"), encoding="utf-8") as f:
-        for row in map(json.loads, f):
-            counts["rollout"] = counts.get("rollout", 0.0) + (row.get("rollout/transitions") or 0)
-            rows, epochs = row.get("model/train_rows"), row.get("model/epochs")
-            if rows and epochs:
-                counts["model"] = counts.get("model", 0.0) + rows * epochs
-                counts["model_phases"] = counts.get("model_phases", 0.0) + 1
+        written = [row.get("rollout/transitions") or 0 for row in map(json.loads, f)]
+    counts["rollout"] = float(sum(written))
     return counts
