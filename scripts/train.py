@@ -11,8 +11,10 @@ import sys
 from mbrl.runtime import interrupt
 
 # First, before the slow imports: Ctrl-C from here on is answered in one line, and whatever
-# the run starts is kept from dying of it (mbrl/runtime/interrupt.py).
-interrupt.install()
+# the run starts is kept from dying of it (mbrl/runtime/interrupt.py). Not where
+# multiprocessing imports this file again (a forkserver for env workers): the run's own only.
+if __name__ == "__main__":
+    interrupt.install()
 
 import hydra  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
@@ -29,10 +31,6 @@ CONF = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "conf")
 
 register_resolvers()
 import_plugins()  # $FLOWMBPO_PLUGINS: modules that register models or agents of your own
-refuse_flags(sys.argv)
-argv = resume_folders(expand_shorthands(sys.argv))
-refuse_unknown_overrides(argv, CONF)
-sys.argv = rank_argv(argv)
 
 
 @hydra.main(config_path="../conf", config_name="config", version_base="1.3")
@@ -41,4 +39,8 @@ def main(cfg: DictConfig) -> float:
 
 
 if __name__ == "__main__":
+    refuse_flags(sys.argv)
+    argv = resume_folders(expand_shorthands(sys.argv))
+    refuse_unknown_overrides(argv, CONF)
+    sys.argv = rank_argv(argv)
     main()

@@ -268,11 +268,13 @@ def _sha(path: str) -> str:
         return hashlib.sha256(f.read()).hexdigest()
 
 
-def _terminal_ctrl_c(args: list[str], run: str, env: dict[str, str], after: float) -> str:
+def _terminal_ctrl_c(
+    args: list[str], run: str, env: dict[str, str], after: float, marker: str = "compiling"
+) -> str:
     """Start a run in a process group of its own, as a terminal's job; ``after`` seconds
-    after it says it compiles, send SIGINT to the whole group (what Ctrl-C in a terminal
-    does: the compiler's processes get it too). Returns everything the group wrote, once
-    the last of its processes has ended."""
+    after it prints ``marker``, send SIGINT to the whole group (what Ctrl-C in a terminal
+    does: the compiler's and the env workers' processes get it too). Returns everything the
+    group wrote, once the last of its processes has ended."""
     proc = subprocess.Popen(
         [*TRAIN, *args, f"hydra.run.dir={run}"],
         cwd=ROOT,
@@ -283,7 +285,7 @@ def _terminal_ctrl_c(args: list[str], run: str, env: dict[str, str], after: floa
     )
     seen, reader = _stderr_reader(proc)
     deadline = time.monotonic() + 120
-    while "compiling" not in "".join(seen):
+    while marker not in "".join(seen):
         assert proc.poll() is None and time.monotonic() < deadline, "".join(seen)[-2000:]
         time.sleep(0.01)
     time.sleep(after)
@@ -338,6 +340,20 @@ def test_ctrl_c_while_a_resume_compiles_leaves_the_run_as_it_was(
     ), text[-3000:]
     assert "Traceback" not in text and _sha(last) == before
     assert not os.path.exists(os.path.join(run, ".lock"))
+
+
+@pytest.mark.slow
+def test_ctrl_c_in_a_terminal_leaves_async_env_workers_running_to_the_checkpoint(
+    tmp_path: str,
+) -> None:
+    """Env copies and evaluation episodes in worker processes: a terminal's Ctrl-C reaches
+    them too, and they must live on until the run has stopped after its step and saved the
+    envs' states into its checkpoint."""
+    run = os.path.join(tmp_path, "run")
+    vector = ["env.num_envs=2", "env.vector=async", "eval.vector=async", "eval.episodes=2"]
+    text = _terminal_ctrl_c([*SAC_RUN, *vector], run, dict(os.environ), 1.0, "train")
+    assert "stopped (Ctrl-C) at step" in text and "Traceback" not in text, text[-3000:]
+    assert load(os.path.join(run, "ckpt", "last.pt"))["step"] > 300
 
 
 @pytest.mark.slow

@@ -27,6 +27,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
+from multiprocessing import resource_tracker
 from types import FrameType, TracebackType
 from typing import Any
 
@@ -66,6 +67,10 @@ def install() -> None:
         return
     _process.owned = True
     signal.signal(signal.SIGINT, _handle)
+    # multiprocessing starts its resource tracker with SIGINT blocked and unblocks it after,
+    # whatever the mask was: started now, before the block, it leaves the block alone later
+    # (async env workers, forked by a forkserver spawned after it, inherit the block).
+    resource_tracker.ensure_running()
     starting()
 
 
