@@ -127,6 +127,7 @@ class Pool:
                     self.stop("the budget is spent")
                 self._kill_overdue()
                 if time.time() - self._changed >= self.every:
+                    self._status()
                     self._report()
                 time.sleep(0.5)
         except KeyboardInterrupt:
@@ -171,6 +172,11 @@ class Pool:
                     f"  its output: {os.path.join(self.logs, job.name.replace('/', '__'))}.log"
                 )
             self._report()
+
+    def _status(self) -> None:
+        """One line: where each running run is."""
+        now = [f"{job.name} at {job.steps():,}" for job, _, _ in self.active.values()]
+        self.say(f"{time.strftime('%H:%M')} running: " + ("; ".join(now) or "none"))
 
     def _report(self) -> None:
         self._changed = time.time()
