@@ -72,6 +72,7 @@ class Trainer:
         self.amp = resolve_amp(cfg.amp, self.device, "sac")
         self.model_amp = resolve_amp(cfg.amp, self.device, "model")
         self.compiling = resolve_compile(cfg, self.device, self.world, self.amp)
+        self.tf32 = cfg.tf32 and self.device.type == "cuda"  # SAC, model fits and rollouts
         cls = agent_class(cfg.agent._target_)  # SAC, or a subclass the config names
         self.agent = cls(obs_dim, act_dim, cfg.agent, self.device, self.amp, self.compiling.on)
         act_device = resolve_act_device(cfg.agent.act_device, self.device)
@@ -101,9 +102,8 @@ class Trainer:
             "act": make_generator(act_device, rank_seed + 2),
         }
         # The G updates after each env step: one compiled (CUDA: graphed) block.
-        self.sac_updates = SACUpdates(
-            self.agent, self.data, cfg.agent.batch_size, self.gens["train"], self.compiling.graphs
-        )
+        b, gen, graphs = cfg.agent.batch_size, self.gens["train"], self.compiling.graphs
+        self.sac_updates = SACUpdates(self.agent, self.data, b, gen, graphs, self.tf32)
         self.compiled: dict[str, Compiled] = {}  # what was compiled: warm-up time, failure
         self.updates, self.init_steps = 0, cfg.algorithm.init_steps
         self.best_return, self.best_step = -float("inf"), 0
@@ -153,7 +153,7 @@ class Trainer:
             amp=self.model_amp,
             compile=self.compiling.on,
             graphs=self.compiling.graphs,
-            tf32=cfg.tf32 and self.device.type == "cuda",
+            tf32=self.tf32,
         )
 
     @property
@@ -186,9 +186,8 @@ class Trainer:
             if self.main:
                 runlock.release(self.run_dir)
         if self.main:
-            self.progress.write(
-                report.summary_text(self, "stopped" if self.stopped else "finished")
-            )
+            outcome = "stopped" if self.stopped else "finished"
+            self.progress.write(report.summary_text(self, outcome))
         return self.last_eval.get("eval/return_mean", float("nan"))
 
     def warm_up(self) -> None:
@@ -199,9 +198,9 @@ class Trainer:
         if self.main:
             what = "the SAC update" + (" and the model fit" if isinstance(self.data, MBPO) else "")
             print(f"compiling {what} (torch.compile)...", file=sys.stderr, flush=True)
-        parts = {"SAC update": self.agent.warm_up()}
-        if isinstance(self.data, MBPO):
-            with tf32_matmuls(self.data.tf32):  # (as the fits will run: no recompiling then)
+        with tf32_matmuls(self.tf32):  # (as the updates and fits will run: no recompiling)
+            parts = {"SAC update": self.agent.warm_up()}
+            if isinstance(self.data, MBPO):
                 parts["model fit"] = self.data.model_trainer.warm_up()
         self.compiled = {name: c for name, c in parts.items() if c is not None}
 
@@ -291,6 +290,7 @@ class Trainer:
         metrics.update(self.collector.metrics())
         metrics.update(self.timer.metrics())
         metrics["process/rss_mb"] = rss_mb()
+        metrics.update(report.ran(self))  # what ran: compiled or eager, graphed or not, why
         self.logger.log(self.env_steps, metrics)
 
     # --- checkpoints (mbrl.run_state) -----------------------------------------------------

@@ -208,16 +208,25 @@ def test_every_env_trains(env: str, tmp_path: str) -> None:
     assert state["updates"] == 30
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-@pytest.mark.parametrize("amp,compile", [("off", "false"), ("bf16", "true"), ("fp16", "true")])
-def test_cuda_run_and_resume(amp: str, compile: str, tmp_path: str) -> None:
-    """compile=true: graphed SAC blocks and fit steps (fp16: compiled, not graphed)."""
+@pytest.mark.cuda
+@pytest.mark.parametrize(
+    "amp,compile,ran",
+    [
+        ("off", "false", "eager"),
+        ("bf16", "true", "compiled, graphed"),
+        ("fp16", "true", "compiled"),
+    ],
+)
+def test_cuda_run_and_resume(amp: str, compile: str, ran: str, tmp_path: str) -> None:
+    """compile=true: graphed SAC blocks and fit steps (fp16: compiled, not graphed), as
+    metrics.jsonl records."""
     run = os.path.join(tmp_path, "run")
     kw = {"device": "cuda", "amp": amp, "compile": compile}
     Trainer(tiny_config(total_steps=200, **kw), run).run()
     Trainer(tiny_config(total_steps=300, resume=run, **kw), run).run()
     state = load(os.path.join(run, "ckpt", "last.pt"))
     assert state["step"] == 300 and state["buffers"]["real"]["data"]["obs"].is_cpu
+    assert [r for r in _rows(run) if "speed/sac_update" in r][-1]["speed/sac_update"] == ran
 
 
 @pytest.mark.parametrize("flush", [True, False])

@@ -9,10 +9,12 @@ from typing import Protocol
 
 import torch
 
+from mbrl.agents import SACUpdates
 from mbrl.compiled import Compiled
 from mbrl.config import Config
 from mbrl.envs import env_spec
 from mbrl.envs.vector import resolve_vector
+from mbrl.mbpo import MBPO, ModelFree
 from mbrl.runtime.disk import CheckpointSizes
 from mbrl.runtime.idle import warnings_for
 from mbrl.runtime.memory import buffer_bytes
@@ -32,6 +34,8 @@ class Run(Protocol):
     model_amp: str
     compiling: CompileChoice
     compiled: dict[str, Compiled]  # what was compiled: warm-up time, failure
+    sac_updates: SACUpdates
+    data: MBPO | ModelFree  # where SAC's batches come from (MBPO: the model side)
     ckpt_sizes: CheckpointSizes
     dims: tuple[int, int]
     resumed_at: int | None
@@ -59,9 +63,18 @@ def compile_line(t: Run) -> str:
     line = t.compiling.why
     done = []
     for name, c in t.compiled.items():
-        failed = f" (failed, runs eagerly: {c.failure})" if c.failure else ""
-        done.append(f"{name} {c.seconds or 0.0:.1f} s{failed}")
+        done.append(f"{name} {c.ran}" if c.failure else f"{name} {c.seconds or 0.0:.1f} s")
     return f"{line}; warm-up {', '.join(done)}" if done else line
+
+
+def ran(t: Run) -> dict[str, str]:
+    """What actually ran so far, as ``metrics.jsonl`` records it at every log interval:
+    ``speed/sac_update`` and (MBPO) ``speed/model_fit``, e.g. ``compiled, graphed`` or
+    ``eager (compile failed: ...)``."""
+    out = {"speed/sac_update": t.sac_updates.ran}
+    if isinstance(t.data, MBPO):
+        out["speed/model_fit"] = t.data.model_trainer.step.ran
+    return out
 
 
 def start_text(t: Run) -> str:
