@@ -292,6 +292,6 @@ def run(cfg: DictConfig) -> float:
         raise
     finally:
         distributed.stop()
-    if trainer.stopped:
+    if trainer.stopped == "Ctrl-C":
         sys.exit(130)  # stopped by Ctrl-C (checkpoint written): as a shell reports SIGINT
     return result

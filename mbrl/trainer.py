@@ -111,7 +111,7 @@ class Trainer:
         self._learner_metrics: dict[str, Tensor] = {}
         self.timer = PhaseTimer(self.device)
         self.step_hook: Callable[[], None] | None = None  # called after every env step
-        self.stopped = False  # set when Ctrl-C ended run() early
+        self.stopped = ""  # what ended run() early: "Ctrl-C", "max_minutes=... reached"
         self.progress = Progress(cfg.total_steps, 0, False, 0)  # run() makes the real one
         self.clock = RunClock.start(cfg)  # work done in this process, for the estimate
         resumed = run_state.load(self, cfg.resume) if cfg.resume else None
@@ -163,9 +163,9 @@ class Trainer:
     # --- the loop -------------------------------------------------------------------------
 
     def run(self) -> float:
-        """Train to ``total_steps``; returns the last evaluation's mean return. Ctrl-C stops
-        after the current step (or model-fit epoch) with a checkpoint in ``ckpt/last.pt``."""
-        cfg, stop = self.cfg, StopRequest(lambda: self.progress.waiting_for())
+        """Train to ``total_steps``; returns the last evaluation's mean return. Ctrl-C or the end
+        of ``max_minutes`` stops after the current step (or fit epoch), with ``ckpt/last.pt``."""
+        cfg, stop = self.cfg, StopRequest(lambda: self.progress.waiting_for(), self.cfg.max_minutes)
         self.warm_up()
         if self.main:
             print(report.start_text(self), file=sys.stderr, flush=True)
@@ -174,8 +174,8 @@ class Trainer:
         self.data.status = self.progress.phase
         try:
             with stop:
-                self.stopped = train(self, stop.agreed)
-                if self.stopped:
+                if train(self, stop.agreed):
+                    self.stopped = stop.why
                     self._save_now()
         finally:
             self.progress.close()
@@ -186,8 +186,7 @@ class Trainer:
             if self.main:
                 runlock.release(self.run_dir)
         if self.main:
-            outcome = "stopped" if self.stopped else "finished"
-            self.progress.write(report.summary_text(self, outcome))
+            self.progress.write(report.summary_text(self, self.stopped or "finished"))
         return self.last_eval.get("eval/return_mean", float("nan"))
 
     def warm_up(self) -> None:

@@ -49,6 +49,8 @@ class Run(Protocol):
 
 
 PHASE_ORDER = ("env", "model", "rewarder", "rollout", "sac", "eval", "log", "checkpoint")
+LEARNING_PHASES = ("model", "rewarder", "rollout", "sac")  # none runs in the random steps
+RAN_NAMES = {"speed/sac_update": "SAC update", "speed/model_fit": "model fit"}
 
 
 def _what(t: Run) -> str:
@@ -119,11 +121,11 @@ def resume_command(run_dir: str) -> str:
 
 
 def summary_text(t: Run, outcome: str) -> str:
-    """``outcome``: finished | stopped."""
+    """``outcome``: finished, or what stopped the run (``Ctrl-C``, ``max_minutes=8 reached``)."""
     cfg, wall = t.cfg, t.timer.wall()
     head = (
-        f"{'finished' if outcome == 'finished' else 'stopped (Ctrl-C)'} at step {t.env_steps} "
-        f"after {duration(wall)} in this process"
+        f"{'finished' if outcome == 'finished' else f'stopped ({outcome})'} at step "
+        f"{t.env_steps} after {duration(wall)} in this process"
     )
     last = t.last_eval.get("eval/return_mean")
     evals = "none yet"
@@ -145,9 +147,31 @@ def summary_text(t: Run, outcome: str) -> str:
     lines = {
         "eval return": evals,
         "time": ", ".join(phases),
+        "1000 steps": per_thousand_steps(t),
+        "ran": "; ".join(f"{RAN_NAMES[k]} {v}" for k, v in ran(t).items()),
         "checkpoints": f"{ckpt_dir}: {', '.join(files)}",
         "resume": resume,
     }
+    if not lines["1000 steps"]:
+        del lines["1000 steps"]
     if cfg.profile.enabled:  # a window of a run, not one to go on with
         del lines["resume"]
     return f"{head}\n{start_block(lines)}"
+
+
+def per_thousand_steps(t: Run) -> str:
+    """Seconds per 1000 env steps by phase in this process: the model phases and SAC per
+    step after the random ones (before them neither runs), the others per step."""
+    start = t.resumed_at or 0
+    steps = {"all": t.env_steps - start}
+    steps["learning"] = t.env_steps - max(start, t.cfg.algorithm.init_steps)
+    grand, parts = t.timer.grand, []
+    for name in sorted(PHASE_ORDER, key=lambda p: -grand.get(p, 0.0)):
+        n = steps["learning" if name in LEARNING_PHASES else "all"]
+        if n > 0 and grand.get(name, 0.0) > 0:
+            parts.append(f"{name} {1000 * grand[name] / n:.3g} s")
+    if not parts:
+        return ""
+    random = max(t.cfg.algorithm.init_steps - start, 0)
+    note = f"; model phases and SAC per step after the {random} random ones" if random else ""
+    return ", ".join(parts) + f" (each phase's seconds per 1000 env steps{note})"
