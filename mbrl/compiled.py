@@ -69,12 +69,26 @@ def fall_back(what: str, err: Exception, instead: str) -> None:
     log.warning("%s failed (%s); %s", what, why, instead)
 
 
+def inductor_options() -> dict[str, Any]:
+    """Inductor settings for the installed torch: before torch 2.13, no horizontal fusion of
+    CPU kernels. torch 2.11's C++ backend fuses the backward of the flow's fit step (four
+    coupling layers) into a kernel that writes a buffer its wrapper allocates only later
+    (``UnboundLocalError: cannot access local variable 'buf14'``); torch 2.13 compiles it
+    correctly. Horizontal fusion only merges independent CPU loops into one kernel: without
+    it the compiled step is the same computation, and CUDA kernels are not affected."""
+    from torch._inductor import list_options  # (inductor loads only where a run compiles)
+
+    if torch.__version__ < "2.13" and "cpp.max_horizontal_fusion_size" in list_options():
+        return {"cpp.max_horizontal_fusion_size": 1}
+    return {}
+
+
 class Compiled:
     """``fn`` through ``torch.compile`` (static shapes), eager once compiling has failed."""
 
     def __init__(self, fn: Callable[..., Any], what: str) -> None:
         self.fn, self.what = fn, what
-        self._compiled = torch.compile(fn, dynamic=False)
+        self._compiled = torch.compile(fn, dynamic=False, options=inductor_options())
         self.failure: str | None = None  # why compiling failed ("Type: message"); None: it ran
         self.seconds: float | None = None  # wall-clock time of the warm-up (compiling) call
 
