@@ -15,28 +15,31 @@ the kernels the sac and model steps compiled):
   versions   30 s  Python, torch, CUDA, cuDNN, triton, numpy, ...; the device; the commit
   sac       120 s  the G-update SAC block (G = 20, batch 256): eager, then compiled + graphed
                    (updates/s, compile warm-up, graph captured yes/no), then both at amp=bf16
-  model     150 s  one fit epoch per model (flow, gaussian, deterministic) compiled + graphed
+  model     140 s  one fit epoch per model (flow, gaussian, deterministic) compiled + graphed
                    at amp=auto (rows/s), one 100 000-row rollout step per model
                    (transitions/s), then each fit eager
-  profile    90 s  a Hopper profiling window (profile=true: 300 SAC updates, a model fit capped
+  profile   100 s  a Hopper profiling window (profile=true: 300 SAC updates, a model fit capped
                    at 2 epochs) with TEARDOWN_CUPTI=0 (CUDA graphs under CUPTI have crashed)
-  tests    the rest (about 140 s)  the CUDA tests (pytest -m cuda), verbose, at most 90 s per
-                   test, one test per mechanism first
+  tests    the rest, at least 150 s: the CUDA tests (pytest -m cuda), verbose, at most 90 s
+                   per test, the first test of each mechanism before the others
 
-The limits come from compile times measured with the bench's warm-up rows on the 2-core CPU
-(docs/benchmarks.md, "Compile times behind the GPU check's limits"; inductor cache cold / warm):
-SAC update 17.7 / 4.5 s, flow fit 29.9 / 3.8 s, Gaussian fit 4.7 / 0.6 s (a quiet machine);
-47.9 / 9.9, 90.5 / 6.2 (bf16: 72.5 / 7.2), 10.3 / 0.5 s and deterministic 8.3 / 0.5 s with the
-cores shared. A cold compile on the GPU machine is taken as 1.5x the quiet CPU's (tracing and
-lowering are the same Python; inductor's kernels compile there as Triton kernels on 16 cores
-instead of C++ on 2): SAC 27 s, flow fit 45 s, the MLP fits 7 s each. sac: two cold SAC
-compiles (fp32, bf16) 54 s + process start and CUDA init 15 s + timing 15 s = 84 s, limit
-120 s. model: flow 45 s + 2 x 7 s cold fits + start 15 s + 3 rollouts and 6 timed fits 30 s =
-104 s, limit 150 s. profile: train.py's start 15 s + two warm compiles 1.5 x (4.5 + 3.8) = 13 s
-+ the window (5000 random steps, a capped fit, 100 000-row rollout, 300 updates, an evaluation,
-a checkpoint of the 675 MB model pool) 30 s = 58 s, limit 90 s. tests: what remains of the
-540 s budget, at least 540 - 30 - 120 - 150 - 90 = 150 s: about 7 cold compiles of small
-networks (1.5 x ~10 s) and 5 short runs.
+The limits come from compile times measured on the 2-core CPU (docs/benchmarks.md, "The GPU
+machine's versions, and the compile times behind the GPU check's limits"), inductor cache
+cold / warm: SAC update 17.7 / 4.5 s, flow fit 29.9 / 3.8 s, Gaussian fit 4.7 / 0.6 s on a
+quiet machine; with the cores shared 1.4 to 3.5 times that (SAC 24-48 s cold, flow fit 64-90 s,
+bf16 73-104 s). A cold compile on the GPU machine is taken as 1.5x the quiet CPU's (tracing and
+lowering are the same Python there; inductor's kernels compile as Triton kernels on 16 cores
+instead of C++ on 2): SAC 27 s, flow fit 45 s, the MLP fits 7 s each.
+- sac: two cold SAC compiles (fp32, bf16) 54 s + process start and CUDA init 15 s + timing
+  15 s = 84 s: limit 120 s.
+- model: the flow fit 45 s + two MLP fits 14 s + start 15 s + three rollouts and six timed
+  fits 30 s = 104 s: limit 140 s.
+- profile: train.py's start 15 s + the SAC update up to a cold compile, 27 s (MBPO's Hopper
+  target entropy makes it differ from the sac step's) + the flow fit warm, 6 s + the window
+  (5000 random steps, a capped fit, a 100 000-row rollout, 300 updates, an evaluation, a
+  checkpoint of the 675 MB model pool) 30 s = 78 s: limit 100 s.
+- tests: what remains of the 540 s, at least 540 - 30 - 120 - 140 - 100 = 150 s: about 7 cold
+  compiles of small networks (1.5 x ~10 s) and 5 short runs.
 
 DIR gets at most 8 files, none over 16 MiB, none in a folder (what a GPU lease gives back),
 each written as soon as it has something to say:
@@ -49,8 +52,10 @@ each written as soon as it has something to say:
                 each variant is measured (a step killed at its limit keeps what it measured)
 
 The second command, for the rest of the GPU time: a real Hopper run at MBPO's settings that
-stops cleanly after max_minutes (ckpt/last.pt written, as after Ctrl-C) and ends with seconds
-per 1000 env steps by phase; the run folder stays outside DIR (its checkpoints are GBs):
+stops cleanly after max_minutes (the minutes the lease has left, less about 1.5 for start-up
+and the last checkpoint; ckpt/last.pt is written, as after Ctrl-C) and ends with each phase's
+seconds per 1000 env steps and what ran; the run folder stays outside DIR (its checkpoints
+are GBs):
 
   python3 scripts/train.py env=hopper env.version=v4 max_minutes=4 logger.progress=false \\
       hydra.run.dir=/tmp/hopper > DIR/hopper.txt 2>&1; cp /tmp/hopper/metrics.jsonl DIR/
@@ -76,8 +81,8 @@ BUDGET = 540.0  # seconds for the whole check: 9 minutes
 LIMITS: dict[str, float | None] = {  # seconds per step (module docstring); None: the rest
     "versions": 30,
     "sac": 120,
-    "model": 150,
-    "profile": 90,
+    "model": 140,
+    "profile": 100,
     "tests": None,
 }
 TEST_TIMEOUT = 90  # seconds per test (pytest-timeout): a cold compile of a test's networks
