@@ -240,6 +240,8 @@ def write_summary(out: str, summary: dict[str, Any], work: str, seconds: float) 
         os.path.join(work, "profile_run", "log", "profile", "phases.json")
     )
     summary["tests"] = tests_outcome(os.path.join(work, "tests.xml"))
+    if not summary["tests"] and summary["steps"].get("tests", {}).get("outcome") != "running":
+        summary["tests"] = last_test(os.path.join(out, "steps.log"))  # (killed: no XML)
     summary["output_problems"] = output_problems(out)
     replace(os.path.join(out, "summary.json"), json.dumps(summary, indent=2, default=str))
     replace(os.path.join(out, "summary.txt"), summary_text(summary) + "\n")
@@ -279,6 +281,17 @@ def tests_outcome(path: str) -> dict[str, Any]:
         "failed_tests": [name(c) for c in failed],
         "slowest": {name(c): float(c.get("time", 0)) for c in slowest},
     }
+
+
+def last_test(log_path: str) -> dict[str, Any]:
+    """The last test ``pytest -v`` named in the log: with no JUnit XML (pytest killed at the
+    step's limit), the test that was running."""
+    try:
+        with open(log_path, encoding="utf-8", errors="replace") as f:
+            names = [line.split()[0] for line in f if line.startswith("tests/") and "::" in line]
+    except OSError:
+        return {}
+    return {"last_started": names[-1]} if names else {}
 
 
 def output_problems(out: str) -> list[str]:
@@ -329,7 +342,9 @@ def summary_text(s: dict[str, Any]) -> str:
         lines.append(f"rollout step, {name:<34} {r['transitions_per_s']:>10,.0f} transitions/s")
     lines += profile_lines(s.get("profile") or {})
     t = s.get("tests") or {}
-    if t:
+    if "last_started" in t:
+        lines.append(f"CUDA tests: no report; the last test started: {t['last_started']}")
+    elif t:
         lines.append(
             f"CUDA tests: {t['passed']} passed, {t['failed']} failed, {t['skipped']} skipped"
         )

@@ -213,3 +213,16 @@ def test_output_that_would_not_come_back_is_named(tmp_path: str) -> None:
     ]
     check.trim(os.path.join(tmp_path, "big.log"), limit=1000)
     assert os.path.getsize(os.path.join(tmp_path, "big.log")) < 1100
+
+
+def test_a_test_run_killed_midway_names_the_test_that_was_running(tmp_path: str) -> None:
+    """pytest -v names each test as it starts; with no JUnit XML (pytest killed at the step's
+    limit) the summary names the last one started."""
+    log = os.path.join(tmp_path, "steps.log")
+    with open(log, "w", encoding="utf-8") as f:
+        f.write("===== tests: python -m pytest -v ... (limit 150 s)\n")
+        f.write("tests/test_cuda_graphs.py::test_replays_never_sync PASSED    [  4%]\n")
+        f.write("tests/test_mbpo.py::test_cuda_compiled_run ")  # (killed while it ran)
+    assert _script().last_test(log) == {
+        "last_started": "tests/test_mbpo.py::test_cuda_compiled_run"
+    }
