@@ -259,10 +259,15 @@ class Config:
     # true | false (eager) | auto (on when the run has enough SAC updates to repay the warm-up;
     # mbrl.runtime.speed.AUTO_COMPILE_UPDATES)
     compile: str = "auto"
-    tf32: bool = True  # CUDA: fp32 matmuls of model fits and rollouts on TF32 tensor cores
+    # CUDA: fp32 matmuls of SAC updates, model fits and rollouts on TF32 tensor cores
+    tf32: bool = True
     threads: int = 1  # torch intra-op threads per process; 0 keeps torch's default
     flush_denormal: bool = True  # denormal floats -> 0 on the CPU (x86 computes on them slowly)
     resume: str | None = None  # a run folder to continue from its ckpt/last.pt
+    # Wall-clock minutes this process trains (compile warm-up included), then it stops as
+    # Ctrl-C does: after the current step or model-fit epoch, with ckpt/last.pt to resume
+    # from (null: no limit)
+    max_minutes: float | None = None
 
 
 ConfigStore.instance().store(name="flowmbpo", node=Config)

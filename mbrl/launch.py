@@ -20,6 +20,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from mbrl.compiled import strict
 from mbrl.config import Config, ConfigError
 from mbrl.envs import env_dims, make_env
 from mbrl.overrides import CONFIG_GROUPS, fail, override_key
@@ -154,6 +155,7 @@ def check_before_start(config: DictConfig, lock: bool = True) -> Config:
     resume, whether the buffers fit in memory and the checkpoints on the disk, and whether
     another run holds the folder."""
     cfg = resolve(config, list(config.hydra.overrides.task))
+    strict()  # FLOWMBPO_STRICT must be 0 or 1 (a fallback is met mid-run, too late to say)
     world = distributed.world_size()
     distributed.check_world(cfg, world)
     if cfg.resume is not None:  # a bad checkpoint must fail before hydra writes there
@@ -227,6 +229,6 @@ def run(cfg: DictConfig) -> float:
         raise
     finally:
         distributed.stop()
-    if trainer.stopped:
+    if trainer.stopped == "Ctrl-C":
         sys.exit(interrupt.EXIT_CODE)  # stopped by Ctrl-C, checkpoint written
     return result

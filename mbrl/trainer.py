@@ -76,6 +76,7 @@ class Trainer:
         self.amp = resolve_amp(cfg.amp, self.device, "sac")
         self.model_amp = resolve_amp(cfg.amp, self.device, "model")
         self.compiling = resolve_compile(cfg, self.device, self.world, self.amp)
+        self.tf32 = cfg.tf32 and self.device.type == "cuda"  # SAC, model fits and rollouts
         cls = agent_class(cfg.agent._target_)  # SAC, or a subclass the config names
         with seeded(cfg.seed + AGENT_SEED, self.device):  # whatever the model is
             self.agent = cls(obs_dim, act_dim, cfg.agent, self.device, self.amp, self.compiling.on)
@@ -94,9 +95,8 @@ class Trainer:
             "act": make_generator(act_device, rank_seed + 2),
         }
         # The G updates after each env step: one compiled (CUDA: graphed) block.
-        self.sac_updates = SACUpdates(
-            self.agent, self.data, cfg.agent.batch_size, self.gens["train"], self.compiling.graphs
-        )
+        b, gen, graphs = cfg.agent.batch_size, self.gens["train"], self.compiling.graphs
+        self.sac_updates = SACUpdates(self.agent, self.data, b, gen, graphs, self.tf32)
         self.compiled: dict[str, Compiled] = {}  # what was compiled: warm-up time, failure
         self.updates, self.init_steps = 0, cfg.algorithm.init_steps
         self.best_return, self.best_step = -float("inf"), 0
@@ -104,7 +104,7 @@ class Trainer:
         self._learner_metrics: dict[str, Tensor] = {}
         self.timer = PhaseTimer(self.device)
         self.step_hook: Callable[[], None] | None = None  # called after every env step
-        self.stopped = False  # set when Ctrl-C ended run() early
+        self.stopped = ""  # what ended run() early: "Ctrl-C", "max_minutes=... reached"
         self.progress = Progress(cfg.total_steps, 0, False, 0)  # run() makes the real one
         self.clock = RunClock(cfg)  # work and rates, for the estimate of the time left
         resumed = run_state.load(self, cfg.resume) if cfg.resume else None
@@ -138,8 +138,7 @@ class Trainer:
         if cfg.algorithm.name != "mbpo":
             return ModelFree(self.buffer)
         term_fn = env_spec(cfg.env.name).termination_fn
-        tf32 = cfg.tf32 and self.device.type == "cuda"  # (fits and rollouts on a GPU)
-        fast = (self.model_amp, self.compiling.on, self.compiling.graphs, tf32)  # (MBPO's order)
+        fast = (self.model_amp, self.compiling.on, self.compiling.graphs, self.tf32)  # (its order)
         return MBPO(obs_dim, act_dim, cfg, self.device, term_fn, self.buffer, self.agent, *fast)
 
     @property
@@ -149,9 +148,9 @@ class Trainer:
     # --- the loop -------------------------------------------------------------------------
 
     def run(self) -> float:
-        """Train to ``total_steps``; returns the last evaluation's mean return. Ctrl-C stops
-        after the current step (or model-fit epoch) with a checkpoint in ``ckpt/last.pt``."""
-        cfg, stop = self.cfg, StopRequest(lambda: self.progress.waiting_for())
+        """Train to ``total_steps``; returns the last evaluation's mean return. Ctrl-C or the end
+        of ``max_minutes`` stops after the current step (or fit epoch), with ``ckpt/last.pt``."""
+        cfg, stop = self.cfg, StopRequest(lambda: self.progress.waiting_for(), self.cfg.max_minutes)
         self.warm_up()
         if self.main:
             print(report.start_text(self), file=sys.stderr, flush=True)
@@ -160,8 +159,8 @@ class Trainer:
         self.data.status = self.progress.phase
         try:
             with stop:
-                self.stopped = train(self, stop.agreed)
-                if self.stopped:
+                if train(self, stop.agreed):
+                    self.stopped = stop.why
                     self._save_now()
         finally:
             self.progress.close()
@@ -172,8 +171,7 @@ class Trainer:
             if self.main:
                 runlock.release(self.run_dir)
         if self.main:
-            outcome = "stopped" if self.stopped else "finished"
-            self.progress.write(report.summary_text(self, outcome))
+            self.progress.write(report.summary_text(self, self.stopped or "finished"))
         return self.last_eval.get("eval/return_mean", float("nan"))
 
     def warm_up(self) -> None:
@@ -185,11 +183,10 @@ class Trainer:
         if self.main:
             what = "the SAC update" + (" and the model fit" if isinstance(self.data, MBPO) else "")
             print(f"compiling {what} (torch.compile)...", file=sys.stderr, flush=True)
-        with self.timer.phase("compile"):
+        with self.timer.phase("compile"), tf32_matmuls(self.tf32):  # (as updates and fits run)
             parts = {"SAC update": self.agent.warm_up()}
             if isinstance(self.data, MBPO):
-                with tf32_matmuls(self.data.tf32):  # (as the fits will run: no recompiling)
-                    parts["model fit"] = self.data.model_trainer.warm_up()
+                parts["model fit"] = self.data.model_trainer.warm_up()
         self.compiled = {name: c for name, c in parts.items() if c is not None}
 
     # --- the loop's hooks (mbrl.mbpo.Run) -------------------------------------------------
@@ -279,6 +276,7 @@ class Trainer:
         metrics.update(self.collector.metrics())
         metrics.update(self.timer.metrics())
         metrics["process/rss_mb"] = rss_mb()
+        metrics.update(report.ran(self))  # what ran: compiled or eager, graphed or not, why
         self.logger.log(self.env_steps, metrics)
 
     # --- checkpoints (mbrl.run_state) -----------------------------------------------------

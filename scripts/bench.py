@@ -147,11 +147,14 @@ def print_table(res: dict[str, Any]) -> None:
         print(
             f"{f'SAC, 20-update block, batch 256, {name}':<52}{r['updates_per_s']:>10.1f} upd/s"
             f"  ({r['flop_per_s'] / 1e9:.1f} GFLOP/s, {100 * r['share_of_gemm']:.0f}% of GEMM;"
-            f" {r['time_vs_first']:.2f}x the first row's time{warm})"
+            f" {r['time_vs_first']:.2f}x the first row's time{warm}; ran: {r['ran']})"
         )
     for k, r in res.get("model_fit", {}).items():
-        warm = f"  (warm-up {r['warmup_s']:.1f} s)" if r.get("warmup_s") else ""
-        print(f"{f'model fit, 7 members, {k}':<52}{r['samples_per_s']:>10,.0f} samples/s{warm}")
+        warm = f"warm-up {r['warmup_s']:.1f} s; " if r.get("warmup_s") else ""
+        print(
+            f"{f'model fit, 7 members, {k}':<52}{r['samples_per_s']:>10,.0f} samples/s"
+            f"  ({warm}ran: {r['ran']})"
+        )
     for when, w in res.get("compile_warmup_s", {}).items():
         parts = ", ".join(f"{k} {v:.1f} s" for k, v in w.items())
         print(f"{f'compile warm-up, inductor cache {when}':<52}  {parts}")

@@ -1,189 +1,395 @@
-"""The first command for a GPU machine: what runs, how fast, and where the time goes, in one
-command that finishes within ~9 minutes on one H100.
+"""The first command for a GPU machine: a verdict on what runs and how fast, in one command
+that ends inside 9 minutes on one H100, cold compiles included.
 
-    python3 scripts/gpu_check.py --out DIR [--device cuda] [--budget 530] [--steps sac,fit,...]
+    python3 scripts/gpu_check.py --out DIR                       # on the GPU machine
+    python3 scripts/gpu_check.py --device cpu --quick --out DIR  # the check itself, on a CPU
+                                                 # (each limit and the budget x4 there)
 
-Steps, in this order, each in its own process under its own time limit (a step that fails or
-runs out of time is reported and the next one starts):
+Steps, verdicts first; each runs in a process of its own, in a session of its own (past its
+limit the whole process group is killed, inductor's compile workers with it), with
+FLOWMBPO_STRICT=1 (a compile or CUDA-graph fallback fails the step instead of timing eager
+code under a fast path's name) and one inductor cache for all steps (the profile window finds
+the kernels the sac and model steps compiled):
 
-1. ``sac``      the 20-update SAC block: eager vs compiled vs CUDA-graphed, amp off vs bf16
-2. ``fit``      model-fit samples/s (flow, Gaussian: eager vs graphed), rollout transitions/s
-3. ``tests``    the CUDA tests (``pytest -k cuda``: graphed block = eager updates, no syncs, ...)
-4. ``profile``  a short profiling window of Hopper (``profile=true profile.trace=false``)
-5. ``warmup``   compile warm-up of the SAC update and the fit steps, inductor cache cold / warm
+  step      limit  what
+  versions   30 s  Python, torch, CUDA, cuDNN, triton, numpy, ...; the device; the commit
+  sac       120 s  the G-update SAC block (G = 20, batch 256): eager, then compiled + graphed
+                   (updates/s, compile warm-up, graph captured yes/no), then both at amp=bf16
+  model     140 s  one fit epoch per model (flow, gaussian, deterministic) compiled + graphed
+                   at amp=auto (rows/s), one 100 000-row rollout step per model
+                   (transitions/s), then each fit eager
+  profile   100 s  a Hopper profiling window (profile=true: 300 SAC updates, a model fit capped
+                   at 2 epochs) with TEARDOWN_CUPTI=0 (CUDA graphs under CUPTI have crashed)
+  tests    the rest, at least 150 s: the CUDA tests (pytest -m cuda), verbose, at most 90 s
+                   per test, the first test of each mechanism before the others
 
-DIR gets three files: ``summary.txt`` (read this first), ``summary.json`` (every figure) and
-``steps.log`` (each step's output). Peak GPU memory is in the sac and fit steps' figures.
+The limits come from compile times measured on the 2-core CPU (docs/benchmarks.md, "The GPU
+machine's versions, and the compile times behind the GPU check's limits"), inductor cache
+cold / warm: SAC update 17.7 / 4.5 s, flow fit 29.9 / 3.8 s, Gaussian fit 4.7 / 0.6 s on a
+quiet machine; with the cores shared 1.4 to 3.5 times that (SAC 24-48 s cold, flow fit 64-90 s,
+bf16 73-104 s). A cold compile on the GPU machine is taken as 1.5x the quiet CPU's (tracing and
+lowering are the same Python there; inductor's kernels compile as Triton kernels on 16 cores
+instead of C++ on 2): SAC 27 s, flow fit 45 s, the MLP fits 7 s each.
+- sac: two cold SAC compiles (fp32, bf16) 54 s + process start and CUDA init 15 s + timing
+  15 s = 84 s: limit 120 s.
+- model: the flow fit 45 s + two MLP fits 14 s + start 15 s + three rollouts and six timed
+  fits 30 s = 104 s: limit 140 s.
+- profile: train.py's start 15 s + the SAC update up to a cold compile, 27 s (MBPO's Hopper
+  target entropy makes it differ from the sac step's) + the flow fit warm, 6 s + the window
+  (5000 random steps, a capped fit, a 100 000-row rollout, 300 updates, an evaluation, a
+  checkpoint of the 675 MB model pool) 30 s = 78 s: limit 100 s.
+- tests: what remains of the 540 s, at least 540 - 30 - 120 - 140 - 100 = 150 s: about 7 cold
+  compiles of small networks (1.5 x ~10 s) and 5 short runs.
+
+DIR gets at most 8 files, none over 16 MiB, none in a folder (what a GPU lease gives back),
+each written as soon as it has something to say:
+
+  summary.txt   read this first: each step's outcome and every figure (rewritten before and
+                after every step: a killed check names the step it was in)
+  summary.json  the same, as JSON
+  steps.log     each step's command and output (the tests one by one, -v)
+  versions.json, sac.json, model.json   each measuring step's figures, rewritten as soon as
+                each variant is measured (a step killed at its limit keeps what it measured)
+
+The second command, for the rest of the GPU time: a real Hopper run at MBPO's settings that
+stops cleanly after max_minutes (the minutes the lease has left, less about 1.5 for start-up
+and the last checkpoint; ckpt/last.pt is written, as after Ctrl-C) and ends with each phase's
+seconds per 1000 env steps and what ran; the run folder stays outside DIR (its checkpoints
+are GBs):
+
+  python3 scripts/train.py env=hopper env.version=v4 max_minutes=4 logger.progress=false \\
+      hydra.run.dir=/tmp/hopper > DIR/hopper.txt 2>&1; cp /tmp/hopper/metrics.jsonl DIR/
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
-import platform
+import signal
 import subprocess
 import sys
 import tempfile
 import time
+import xml.etree.ElementTree as ElementTree
+from collections.abc import Callable
 from typing import Any
 
-import torch
-
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LIMITS = {"sac": 150, "fit": 110, "tests": 150, "profile": 90, "warmup": 100}  # seconds
+BUDGET = 540.0  # seconds for the whole check: 9 minutes
+LIMITS: dict[str, float | None] = {  # seconds per step (module docstring); None: the rest
+    "versions": 30,
+    "sac": 120,
+    "model": 140,
+    "profile": 100,
+    "tests": None,
+}
+TEST_TIMEOUT = 90  # seconds per test (pytest-timeout): a cold compile of a test's networks
+# --device cpu checks the check itself: inductor's C++ kernels compile on a few (shared)
+# cores, several times slower than the GPU machine's Triton kernels; limits and budget grow
+# by this factor there (a cold SAC compile took 48-85 s on the shared 2-core CPU).
+CPU_SLOWER = 4
+MEASURED = ("versions", "sac", "model")  # steps that write DIR/<step>.json themselves
+MAX_FILES, MAX_BYTES, MAX_DEPTH = 8, 16 * 2**20, 2  # what comes back from a GPU lease
+# --quick: the first model phase at 250 env steps (mbpo.model_train_freq), small rollouts
+QUICK_PROFILE = ["algorithm.init_steps=250", "profile.updates=20", "rollout.batch_size=2000"]
 
 
-def commands(device: str, work: str) -> dict[str, list[str]]:
+def commands(device: str, out: str, work: str, quick: bool) -> dict[str, list[str]]:
     py = sys.executable
     measure = [py, "-m", "mbrl.tools.gpu_check"]
+    flag = ["--quick"] if quick else []
     return {
-        "sac": [*measure, "sac", work, device],
-        "fit": [*measure, "fit", work, device],
-        "tests": [
-            *(py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "cuda", "tests"),
-            f"--junitxml={os.path.join(work, 'tests.xml')}",
-        ],
+        **{name: [*measure, name, out, device, *flag] for name in MEASURED},
         "profile": [
-            py,
-            os.path.join(ROOT, "scripts", "train.py"),
-            "env=hopper",
-            f"device={device}",
-            "profile=true",
-            "profile.trace=false",
-            "logger.progress=false",
+            *(py, os.path.join(ROOT, "scripts", "train.py"), "env=hopper", f"device={device}"),
+            *("profile=true", "profile.trace=false", "logger.progress=false"),
             f"hydra.run.dir={os.path.join(work, 'profile_run')}",
+            *(QUICK_PROFILE if quick else []),
         ],
-        "warmup": [*measure, "warmup", work, device],
+        "tests": [
+            *(py, "-m", "pytest", "-v", "-p", "no:cacheprovider", "-m", "cuda"),
+            *(f"--timeout={TEST_TIMEOUT}", f"--junitxml={os.path.join(work, 'tests.xml')}"),
+            os.path.join(ROOT, "tests"),
+        ],
     }
 
 
-def run_step(name: str, cmd: list[str], limit: float, log: Any) -> dict[str, Any]:
-    """Run one step; its output goes to the log. Returns its outcome and seconds."""
-    log.write(f"\n===== {name}: {' '.join(cmd)} (limit {limit:.0f} s)\n")
-    log.flush()
-    t0 = time.perf_counter()
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
-    try:
-        proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env=env,
-                              timeout=limit)  # fmt: skip
-        outcome = "ok" if proc.returncode == 0 else f"failed (exit {proc.returncode})"
-    except subprocess.TimeoutExpired:
-        outcome = f"stopped at its {limit:.0f} s limit"
-    seconds = time.perf_counter() - t0
-    log.write(f"===== {name}: {outcome} after {seconds:.0f} s\n")
-    log.flush()
-    return {"outcome": outcome, "seconds": seconds}
+def step_env(name: str, work: str) -> dict[str, str]:
+    env = {
+        **os.environ,
+        "FLOWMBPO_STRICT": "1",
+        "TORCHINDUCTOR_CACHE_DIR": os.path.join(work, "inductor"),
+        "PYTHONUNBUFFERED": "1",
+        "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl"),
+    }
+    if name == "profile":
+        env["TEARDOWN_CUPTI"] = "0"  # CUDA graphs under the profiler's CUPTI: a crash history
+    return env
+
+
+def run_step(
+    name: str,
+    cmd: list[str],
+    limit: float,
+    log_path: str,
+    env: dict[str, str] | None = None,
+    started: Callable[[int], None] = lambda pid: None,
+) -> dict[str, Any]:
+    """Run one step in a session of its own, its output appended to the log; past ``limit``
+    seconds its whole process group is killed. ``started(pid)`` is told the process (and
+    group) id once it runs. Returns its outcome and seconds."""
+    with open(log_path, "a", encoding="utf-8") as log:
+        log.write(f"\n===== {name}: {' '.join(cmd)} (limit {limit:.0f} s)\n")
+        log.flush()
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env=env, start_new_session=True
+        )
+        started(proc.pid)
+        try:
+            code = proc.wait(timeout=limit)
+            outcome = "ok" if code == 0 else f"failed (exit {code})"
+        except subprocess.TimeoutExpired:
+            outcome = f"stopped at its {limit:.0f} s limit"
+        finally:
+            kill_group(proc.pid)  # (also whatever the step left running: compile workers)
+            proc.wait()
+        seconds = time.perf_counter() - t0
+        log.write(f"===== {name}: {outcome} after {seconds:.0f} s\n")
+    return {"outcome": outcome, "seconds": seconds, "limit": limit}
+
+
+def kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):  # (the group is gone)
+        os.killpg(pgid, signal.SIGKILL)
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", default=os.environ.get("OUT", "gpu_check"))
-    p.add_argument("--device", default="cuda")
-    p.add_argument("--budget", type=float, default=530.0, help="seconds for all steps")
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--out", default=os.environ.get("OUT", "gpu_check"), help="output folder")
+    p.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    p.add_argument(
+        "--budget", type=float, default=None, help=f"seconds for all steps ({BUDGET:.0f})"
+    )
     p.add_argument("--steps", default=",".join(LIMITS), help=f"a subset of {','.join(LIMITS)}")
+    p.add_argument("--quick", action="store_true", help="small sizes: a test of the check")
     args = p.parse_args()
     steps = [s for s in args.steps.split(",") if s]
     if bad := [s for s in steps if s not in LIMITS]:
         p.error(f"unknown step(s) {bad}; choose from {', '.join(LIMITS)}")
-    if args.device == "cuda" and not torch.cuda.is_available():
-        p.error("--device cuda: torch sees no CUDA device here")
+    slower = CPU_SLOWER if args.device == "cpu" else 1
+    args.budget = BUDGET * slower if args.budget is None else args.budget
+    args.slower = slower
+    if not args.budget > 0:
+        p.error(f"--budget {args.budget:g}: it must be a positive number of seconds")
+    if args.device == "cuda" and not cuda_available():
+        p.error("--device cuda: torch sees no CUDA device here (--device cpu checks the check)")
     os.makedirs(args.out, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="gpu_check_") as work:
+        run_all(args, steps, work)
+
+
+def cuda_available() -> bool:
+    """Asked in a child: the check's own process never initialises CUDA."""
+    ask = [sys.executable, "-c", "import torch; print(torch.cuda.is_available())"]
+    return subprocess.run(ask, capture_output=True, text=True).stdout.strip() == "True"
+
+
+def run_all(args: argparse.Namespace, steps: list[str], work: str) -> None:
     start = time.perf_counter()
-    summary: dict[str, Any] = {"machine": machine(args.device), "steps": {}}
-    with (
-        tempfile.TemporaryDirectory() as work,
-        open(os.path.join(args.out, "steps.log"), "w", encoding="utf-8") as log,
-    ):
-        cmds = commands(args.device, work)
-        for name in steps:
-            left = args.budget - (time.perf_counter() - start)
-            if left < 20:
-                summary["steps"][name] = {"outcome": "not run: the budget was spent", "seconds": 0}
-                continue
-            summary["steps"][name] = run_step(name, cmds[name], min(LIMITS[name], left), log)
-            summary.update(read_results(name, work))
-    summary["seconds"] = time.perf_counter() - start
-    with open(os.path.join(args.out, "summary.json"), "w", encoding="utf-8") as f:
-        json.dump(summary, f, indent=2, default=str)
-    text = summary_text(summary)
-    with open(os.path.join(args.out, "summary.txt"), "w", encoding="utf-8") as f:
-        f.write(text + "\n")
-    print(text)
+    log_path = os.path.join(args.out, "steps.log")
+    open(log_path, "w").close()
+    cmds = commands(args.device, args.out, work, args.quick)
+    summary: dict[str, Any] = {"device": args.device, "budget_s": args.budget, "steps": {}}
+    for name in steps:
+        left = args.budget - (time.perf_counter() - start)
+        fixed = LIMITS[name]
+        limit = fixed * args.slower if fixed else left - 5  # (the rest: the summary's seconds)
+        if min(limit, left) < 10:
+            summary["steps"][name] = {"outcome": "not run: the budget was spent", "seconds": 0}
+            continue
+        running = summary["steps"][name] = {"outcome": "running", "seconds": 0, "limit": limit}
+        write_summary(args.out, summary, work, time.perf_counter() - start)
+
+        def started(pid: int, running: dict[str, Any] = running) -> None:
+            running["pid"] = pid  # (a check killed meanwhile leaves this process group)
+            write_summary(args.out, summary, work, time.perf_counter() - start)
+
+        env = step_env(name, work)
+        summary["steps"][name] = run_step(
+            name, cmds[name], min(limit, left), log_path, env, started
+        )
+        trim(log_path)
+        write_summary(args.out, summary, work, time.perf_counter() - start)
+        r = summary["steps"][name]
+        print(f"step {name}: {r['outcome']} ({r['seconds']:.0f} s)", flush=True)
+    print(summary_text(summary))
 
 
-def machine(device: str) -> str:
-    what = f"{platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}"
-    if device == "cuda" and torch.cuda.is_available():
-        what += f", {torch.cuda.get_device_name(0)}"
-    return what
+def write_summary(out: str, summary: dict[str, Any], work: str, seconds: float) -> None:
+    """summary.json and summary.txt, each replaced whole: the steps so far and every figure
+    their files hold."""
+    summary["seconds"] = seconds
+    for name in MEASURED:
+        summary[name] = read_json(os.path.join(out, f"{name}.json"))
+    summary["profile"] = read_json(
+        os.path.join(work, "profile_run", "log", "profile", "phases.json")
+    )
+    summary["tests"] = tests_outcome(os.path.join(work, "tests.xml"))
+    if not summary["tests"] and summary["steps"].get("tests", {}).get("outcome") != "running":
+        summary["tests"] = last_test(os.path.join(out, "steps.log"))  # (killed: no XML)
+    summary["output_problems"] = output_problems(out)
+    replace(os.path.join(out, "summary.json"), json.dumps(summary, indent=2, default=str))
+    replace(os.path.join(out, "summary.txt"), summary_text(summary) + "\n")
 
 
-def read_results(name: str, work: str) -> dict[str, Any]:
-    """A step's figures: its JSON (measuring steps), or the profile window's phase table."""
-    if name == "profile":
-        path = os.path.join(work, "profile_run", "log", "profile", "phases.json")
-        key = "profile"
-    else:
-        path, key = os.path.join(work, f"{name}.json"), ""
-    if name == "tests":
-        return {"tests": test_counts(os.path.join(work, "tests.xml"))}
-    if not os.path.isfile(path):
+def replace(path: str, text: str) -> None:
+    tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def read_json(path: str) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):  # not written (yet), or cut by a kill
         return {}
-    with open(path, encoding="utf-8") as f:
-        data = json.load(f)
-    if key:
-        return {key: data}
-    peak = data.pop("peak_gpu_mb", None)
-    if peak is not None:
-        data[f"peak_gpu_mb_{name}"] = peak
-    return data
+    return data if isinstance(data, dict) else {}
 
 
-def test_counts(path: str) -> dict[str, int]:
-    """passed / failed / skipped from pytest's JUnit XML (empty if it wrote none)."""
-    if not os.path.isfile(path):
+def tests_outcome(path: str) -> dict[str, Any]:
+    """Counts, failed tests and the slowest from pytest's JUnit XML (empty if it wrote none)."""
+    try:
+        root = ElementTree.parse(path).getroot()
+    except (OSError, ElementTree.ParseError):
         return {}
-    import xml.etree.ElementTree as ElementTree
+    cases = list(root.iter("testcase"))
+    failed = [c for c in cases if c.find("failure") is not None or c.find("error") is not None]
+    skipped = [c for c in cases if c.find("skipped") is not None]
+    name = lambda c: f"{c.get('classname', '')}::{c.get('name', '')}"  # noqa: E731
+    slowest = sorted(cases, key=lambda c: -float(c.get("time", 0)))[:5]
+    return {
+        "passed": len(cases) - len(failed) - len(skipped),
+        "failed": len(failed),
+        "skipped": len(skipped),
+        "failed_tests": [name(c) for c in failed],
+        "slowest": {name(c): float(c.get("time", 0)) for c in slowest},
+    }
 
-    suite = ElementTree.parse(path).getroot()
-    suite = suite if suite.tag == "testsuite" else suite[0]
-    n = {k: int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped")}
-    failed = n["failures"] + n["errors"]
-    return {"passed": n["tests"] - failed - n["skipped"], "failed": failed, "skipped": n["skipped"]}
+
+def last_test(log_path: str) -> dict[str, Any]:
+    """The last test ``pytest -v`` named in the log: with no JUnit XML (pytest killed at the
+    step's limit), the test that was running."""
+    try:
+        with open(log_path, encoding="utf-8", errors="replace") as f:
+            names = [line.split()[0] for line in f if line.startswith("tests/") and "::" in line]
+    except OSError:
+        return {}
+    return {"last_started": names[-1]} if names else {}
+
+
+def output_problems(out: str) -> list[str]:
+    """What would not come back from a GPU lease: too many files, too large, too deep."""
+    files = []
+    for folder, _, names in os.walk(out):
+        files += [os.path.join(folder, n) for n in names if not n.startswith(".")]
+    problems = [f"{len(files)} files (at most {MAX_FILES} come back)"] * (len(files) > MAX_FILES)
+    for path in files:
+        rel = os.path.relpath(path, out)
+        if os.path.getsize(path) > MAX_BYTES:
+            problems.append(f"{rel} is over 16 MiB")
+        if rel.count(os.sep) > MAX_DEPTH:
+            problems.append(f"{rel} is more than {MAX_DEPTH} folders deep")
+    return problems
+
+
+def trim(path: str, limit: int = MAX_BYTES - 2**20) -> None:
+    """Keep a log under the size that comes back: its first and last parts."""
+    size = os.path.getsize(path)
+    if size <= limit:
+        return
+    with open(path, "rb") as f:
+        head = f.read(limit // 4)
+        f.seek(size - limit // 2)
+        tail = f.read()
+    with open(path, "wb") as f:
+        f.write(head + f"\n[... {size - len(head) - len(tail):,} bytes cut ...]\n".encode() + tail)
 
 
 def summary_text(s: dict[str, Any]) -> str:
-    lines = [f"FlowMBPO GPU check on {s['machine']}: {s['seconds']:.0f} s"]
+    lines = [headline(s)]
     for name, r in s["steps"].items():
-        lines.append(f"  step {name:<8} {r['outcome']} ({r['seconds']:.0f} s)")
-    if s.get("tests"):
-        t = s["tests"]
+        limit = f" of {r['limit']:.0f} s" if r.get("limit") else ""
+        lines.append(f"  step {name:<9} {r['outcome']} ({r['seconds']:.0f} s{limit})")
+    for name, r in s.get("sac", {}).get("sac", {}).items():
+        lines.append(
+            f"SAC 20-update block, {name:<27} {r['updates_per_s']:>10,.1f} updates/s  "
+            f"({warm(r)}ran: {r['ran']}{captured(r)})"
+        )
+    model = s.get("model", {})
+    for name, r in model.get("fit", {}).items():
+        lines.append(
+            f"fit epoch, {name:<37} {r['rows_per_s']:>10,.0f} rows/s  ({r['samples_per_s']:,.0f}"
+            f" samples/s; {warm(r)}ran: {r['ran']}{captured(r)})"
+        )
+    for name, r in model.get("rollout", {}).items():
+        lines.append(f"rollout step, {name:<34} {r['transitions_per_s']:>10,.0f} transitions/s")
+    lines += profile_lines(s.get("profile") or {})
+    t = s.get("tests") or {}
+    if "last_started" in t:
+        lines.append(f"CUDA tests: no report; the last test started: {t['last_started']}")
+    elif t:
         lines.append(
             f"CUDA tests: {t['passed']} passed, {t['failed']} failed, {t['skipped']} skipped"
         )
-    for name, r in s.get("sac", {}).items():
-        lines.append(
-            f"SAC 20-update block, {name:<22} {r['updates_per_s']:>9.1f} updates/s"
-            f" ({r['time_vs_first']:.2f}x eager fp32's time; warm-up {r['warmup_s']:.1f} s)"
-        )
-    for name, r in s.get("model_fit", {}).items():
-        lines.append(f"model fit, {name:<33} {r['samples_per_s']:>11,.0f} samples/s")
-    for name, v in s.get("rollout_transitions_per_s", {}).items():
-        lines.append(f"rollout (100 000 rows), {name:<20} {v:>11,.0f} transitions/s")
-    for when, w in s.get("compile_warmup_s", {}).items():
-        parts = ", ".join(f"{k} {v:.1f} s" for k, v in w.items())
-        lines.append(f"compile warm-up, inductor cache {when}: {parts}")
-    prof = s.get("profile")
-    if prof:
-        shares = ", ".join(
-            f"{r['phase']} {100 * r['share']:.0f} %" for r in prof["phases"] if r["share"] >= 0.01
-        )
-        lines.append(f"profile window ({prof['wall_seconds']:.0f} s): {shares}")
-    for key in ("peak_gpu_mb_sac", "peak_gpu_mb_fit"):
-        if s.get(key) is not None:
-            lines.append(f"peak GPU memory ({key.rsplit('_', 1)[-1]} step): {s[key]:,.0f} MB")
+        lines += [f"  failed: {name}" for name in t["failed_tests"]]
+    for key, mb in {**s.get("sac", {}).get("memory", {}), **model.get("memory", {})}.items():
+        lines.append(f"peak GPU memory so far ({key}): {mb:,.0f} MB")
+    lines += [f"output: {p}" for p in s.get("output_problems", [])]
     return "\n".join(lines)
+
+
+def headline(s: dict[str, Any]) -> str:
+    v = s.get("versions", {})
+    ver, dev = v.get("versions", {}), v.get("device", {})
+    where = dev.get("name") or s["device"]
+    if dev.get("capability"):
+        where += f" ({dev['capability']}, {dev['memory_gib']} GiB)"
+    text = f"FlowMBPO GPU check on {where}: {s['seconds']:.0f} s of {s['budget_s']:.0f} s"
+    if ver:
+        cuda = f" (CUDA {ver['cuda']})" if ver.get("cuda") else ""
+        strict = "on" if ver["strict"] else "off"
+        text += (
+            f"\n  torch {ver['torch']}{cuda}, triton {ver['triton']}, Python {ver['python']}, "
+            f"numpy {ver['numpy']}; commit {ver['commit']}; strict mode {strict}"
+        )
+    return text
+
+
+def warm(r: dict[str, Any]) -> str:
+    return f"warm-up {r['warmup_s']:.1f} s; " if r.get("warmup_s") else ""
+
+
+def captured(r: dict[str, Any]) -> str:
+    if "graph_captured" not in r:
+        return ""
+    return f"; graph captured: {'yes' if r['graph_captured'] else 'no'}"
+
+
+def profile_lines(prof: dict[str, Any]) -> list[str]:
+    if not prof:
+        return []
+    shares = ", ".join(
+        f"{r['phase']} {100 * r['share']:.0f} %" for r in prof["phases"] if r["share"] >= 0.01
+    )
+    warm_s = ", ".join(f"{k} {v:.1f} s" for k, v in prof.get("compile_warmup_s", {}).items())
+    return [f"profile window ({prof['wall_seconds']:.0f} s; compiled: {warm_s}): {shares}"]
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from mbrl.tools.plotting import (
     plot_phases,
     summary,
 )
+from mbrl.tools.seed_report import table
 
 
 def main() -> int:
@@ -44,6 +45,12 @@ def main() -> int:
         default=None,
         help="a published curve to draw beside the runs: CSV with columns step,mean,std",
     )
+    parser.add_argument(
+        "--per-step",
+        action="store_true",
+        help="also print a markdown table: per setting and evaluated step, the return's mean "
+        "± std over seeds, n, and stand-still evaluations (as scripts/seeds.py's report)",
+    )
     args = parser.parse_args()
     try:
         runs = find_runs(args.paths)
@@ -54,6 +61,8 @@ def main() -> int:
     settings = group(runs, args.by.split(",") if args.by else None)
     print(f"{len(runs)} runs, {len(settings)} settings")
     print(format_table(summary(settings, args.metric)))
+    if args.per_step:
+        print(table(settings, reference))
     out = args.out or os.path.join(args.paths[0], "curves.png")
     written = plot_curves(settings, out, args.metric, reference)
     base, ext = os.path.splitext(out)

@@ -210,7 +210,7 @@ def main() -> int:
     try:
         for target in stages(steps, args.stage):
             pool.run(chosen, target)
-            if pool.stopping_since is not None:
+            if not pool.can_start():  # (the budget is spent, or Ctrl-C)
                 break
     except KeyboardInterrupt:
         report()

@@ -16,11 +16,11 @@ from mbrl.runtime import interrupt
 if __name__ == "__main__":
     interrupt.install()
 
-import hydra  # noqa: E402
-from omegaconf import DictConfig  # noqa: E402
+import hydra
+from omegaconf import DictConfig
 
-from mbrl.launch import import_plugins, rank_argv, register_resolvers, run  # noqa: E402
-from mbrl.overrides import (  # noqa: E402
+from mbrl.launch import import_plugins, rank_argv, register_resolvers, run
+from mbrl.overrides import (
     expand_shorthands,
     refuse_flags,
     refuse_unknown_overrides,

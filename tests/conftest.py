@@ -1,4 +1,6 @@
-"""Shared test set-up: one torch thread per process (fast and stable on small CPUs)."""
+"""Shared test set-up: one torch thread per process (fast and stable on small CPUs); the CUDA
+tests (marker ``cuda``) in strict mode, the first test of each CUDA mechanism (marker
+``mechanism``) before all others."""
 
 from __future__ import annotations
 
@@ -12,6 +14,25 @@ import torch
 
 torch.set_num_threads(1)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked ``cuda`` are skipped without a CUDA device. One test per CUDA mechanism
+    runs first (stable otherwise): a GPU check cut short by its time limit has still given a
+    verdict on each mechanism."""
+    if not torch.cuda.is_available():
+        for item in items:
+            if item.get_closest_marker("cuda") is not None:
+                item.add_marker(pytest.mark.skip(reason="needs a CUDA device"))
+    items.sort(key=lambda item: item.get_closest_marker("mechanism") is None)
+
+
+@pytest.fixture(autouse=True)
+def _strict_on_cuda(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CUDA test fails if a compile or CUDA-graph fallback would have run it slower:
+    FLOWMBPO_STRICT=1 (mbrl.compiled.strict) for every test marked ``cuda``."""
+    if request.node.get_closest_marker("cuda") is not None:
+        monkeypatch.setenv("FLOWMBPO_STRICT", "1")
 
 
 @pytest.fixture(autouse=True)

@@ -81,7 +81,7 @@ def test_sampled_actions_match_the_agent_when_fresh() -> None:
     torch.testing.assert_close(a, b)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.cuda
 @pytest.mark.parametrize("act_device", ["cpu", "train"])
 def test_cuda_training_acts_where_asked(act_device: str, tmp_path: str) -> None:
     run = os.path.join(tmp_path, "run")

@@ -1,10 +1,15 @@
 """The compiled paths compute what the eager code computes: the ReLU written for the compiler,
 the G-update block, the fixed-shape minibatches of the model fit, and the fallback to eager
-when compiling fails."""
+when compiling fails; a fallback is named wherever speed is reported, and under
+FLOWMBPO_STRICT=1 it raises instead (compiling, and a CUDA-graph capture through the code
+path CUDA takes: on a CPU every capture fails)."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import os
+from collections.abc import Iterator
 
 import pytest
 import torch
@@ -13,13 +18,17 @@ from torch import Tensor, nn
 
 from flows.nn import ReLU
 from mbrl.agents import SAC, SACUpdates
-from mbrl.config import SACConfig
+from mbrl.compiled import FallbackError, strict
+from mbrl.config import ConfigError, SACConfig
 from mbrl.models import DynamicsModel, ModelTrainer
 from mbrl.models.fit_step import minibatches
+from mbrl.models.flow import FlowArchConfig
 from mbrl.runtime.speed import AUTO_COMPILE_UPDATES, resolve_compile
+from mbrl.tools import benchmarks, update_bench
 from mbrl.tools.update_bench import RealRows
+from mbrl.trainer import Trainer
 
-from test_trainer import tiny_config
+from test_trainer import _rows, tiny_config
 from tests_support import tiny_model_config
 
 OBS, ACT = 5, 2
@@ -67,29 +76,39 @@ def test_the_block_is_n_updates_on_sampled_batches() -> None:
     assert rows_a.real.sampled_out == rows_b.real.sampled_out == 5 * 32
 
 
-def test_a_failing_compiler_warns_once_and_the_update_runs_eagerly(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    """No working C++ compiler (as on a machine without one): the warm-up reports why, and
-    every update then runs eagerly, exactly as an agent built with compile=False."""
+@contextlib.contextmanager
+def no_cpp_compiler() -> Iterator[None]:
+    """Inductor's CPU backend without a working C++ compiler (as on a machine without one):
+    compiling fails, with a message naming the C++ compiler."""
     torch._dynamo.reset()  # (nothing compiled before may be reused)
-    cfg = SACConfig(hidden_sizes=[8, 8])
     try:
         with inductor_config.patch({"cpp.cxx": ("no-such-c++-compiler",), "fx_graph_cache": False}):
-            torch.manual_seed(0)
-            agent = SAC(OBS, ACT, cfg, compile=True)
-            with caplog.at_level("WARNING"):
-                compiled = agent.warm_up()
-                batches = [
-                    RealRows("cpu", 500, OBS, ACT).batch(16, torch.Generator().manual_seed(i))
-                    for i in range(3)
-                ]
-                for i, batch in enumerate(batches):
-                    agent.update(batch, torch.Generator().manual_seed(i))
+            yield
     finally:
         torch._dynamo.reset()
+
+
+def test_a_failing_compiler_warns_once_and_the_update_runs_eagerly(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Compiling fails: the warm-up reports why, and every update then runs eagerly, exactly
+    as an agent built with compile=False."""
+    monkeypatch.delenv("FLOWMBPO_STRICT", raising=False)
+    cfg = SACConfig(hidden_sizes=[8, 8])
+    with no_cpp_compiler():
+        torch.manual_seed(0)
+        agent = SAC(OBS, ACT, cfg, compile=True)
+        with caplog.at_level("WARNING"):
+            compiled = agent.warm_up()
+            batches = [
+                RealRows("cpu", 500, OBS, ACT).batch(16, torch.Generator().manual_seed(i))
+                for i in range(3)
+            ]
+            for i, batch in enumerate(batches):
+                agent.update(batch, torch.Generator().manual_seed(i))
     assert compiled is not None and compiled.failure is not None
     assert "C++ compiler" in compiled.failure
+    assert compiled.ran == f"eager (compile failed: {compiled.failure})"
     assert caplog.text.count("compiling the SAC update failed") == 1
     torch.manual_seed(0)
     eager = SAC(OBS, ACT, cfg)
@@ -123,14 +142,20 @@ def test_a_padded_minibatch_trains_on_bnns_partial_batch(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", ["flow", "gaussian"])
-def test_compiled_fit_epoch_matches_eager(name: str) -> None:
-    cfg = tiny_model_config(name, members=3, elites=2, batch_size=32)
+def test_compiled_fit_epoch_matches_eager(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The compiled fit step (compiled indeed: strict mode) computes the eager one. The flow
+    has four coupling layers, as the default: torch 2.11's CPU backend miscompiled four
+    (mbrl.compiled.inductor_options), not two."""
+    monkeypatch.setenv("FLOWMBPO_STRICT", "1")
+    four = {"flow": FlowArchConfig(layers=4, hidden=[32], embed_hidden=[32], embed_dim=32)}
+    kw = four if name == "flow" else {}
+    cfg = tiny_model_config(name, members=3, elites=2, batch_size=32, **kw)
     trainers = []
     for compile in (False, True):
         torch.manual_seed(0)
         trainer = ModelTrainer(DynamicsModel(OBS, ACT, cfg), cfg, compile=compile)
         if compile:
-            assert trainer.warm_up() is not None
+            assert trainer.warm_up() is not None and trainer.step.ran == "compiled"
         trainers.append(trainer)
     g = torch.Generator().manual_seed(0)
     x, y = torch.randn(100, OBS + ACT, generator=g), torch.randn(100, OBS + 1, generator=g)
@@ -154,6 +179,101 @@ def test_compile_auto_compiles_runs_long_enough_to_repay_the_warm_up() -> None:
     forced = tiny_config(compile="true")
     assert resolve_compile(forced, cpu, 1, "off").on
     assert not resolve_compile(tiny_config(compile="false"), cpu, 1, "off").on
+
+
+def test_strict_mode_turns_a_compile_failure_into_an_error_naming_its_cause(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("FLOWMBPO_STRICT", "1")
+    with no_cpp_compiler():
+        agent = SAC(OBS, ACT, SACConfig(hidden_sizes=[8, 8]), compile=True)
+        with pytest.raises(FallbackError, match="compiling the SAC update failed") as err:
+            agent.warm_up()
+    assert "C++ compiler" in str(err.value) and "FLOWMBPO_STRICT=1" in str(err.value)
+
+
+def test_a_run_whose_compiling_fails_says_so_in_its_start_block_and_metrics(
+    tmp_path: str,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """compile=true without a working compiler: one warning; the start block and every
+    metrics line say the SAC update ran eagerly and why."""
+    monkeypatch.delenv("FLOWMBPO_STRICT", raising=False)
+    run = os.path.join(tmp_path, "run")
+    with no_cpp_compiler(), caplog.at_level("WARNING"):
+        Trainer(tiny_config(total_steps=200, compile="true"), run).run()
+    start = capsys.readouterr().err
+    line = next(li for li in start.splitlines() if li.strip().startswith("compile "))
+    assert "SAC update eager (compile failed: " in line and "C++ compiler" in line
+    assert caplog.text.count("compiling the SAC update failed") == 1
+    ran = [r["speed/sac_update"] for r in _rows(run) if "speed/sac_update" in r]
+    assert ran and all(r.startswith("eager (compile failed: ") for r in ran)
+
+
+def test_every_bench_row_says_what_ran(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A compiled setting whose compiling failed is reported as eager, with the cause."""
+    monkeypatch.delenv("FLOWMBPO_STRICT", raising=False)
+    b = benchmarks.Bench(torch.device("cpu"), repeats=1, warmup=0)
+    variants = {
+        "eager": {"amp": "off", "compile": False},
+        "compiled": {"amp": "off", "compile": True},
+    }
+    with no_cpp_compiler():
+        rows = update_bench.sac_updates(b, variants, batch_size=16, updates=1)
+    assert rows["eager"]["ran"] == "eager"
+    assert rows["compiled"]["ran"].startswith("eager (compile failed: ")
+    assert "C++ compiler" in rows["compiled"]["ran"]
+
+
+def _graphed_blocks(
+    graphs: bool, blocks: int = 6
+) -> tuple[SAC, list[dict[str, Tensor]], SACUpdates]:
+    """``blocks`` blocks of 3 updates, graphed (on a CPU: every capture fails) or not."""
+    torch.manual_seed(0)
+    agent = SAC(OBS, ACT, SACConfig(hidden_sizes=[16, 16], batch_size=32))
+    gen = torch.Generator().manual_seed(1)
+    updates = SACUpdates(agent, RealRows("cpu", 500, OBS, ACT), 32, gen, graphs=graphs)
+    return agent, [updates(3) for _ in range(blocks)], updates
+
+
+def test_a_graphed_block_that_runs_uncaptured_fails_in_strict_mode(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The capture (the block's fourth call) fails, as captures do on a CPU: strict mode
+    raises, naming the cause, instead of running the block uncaptured."""
+    monkeypatch.setenv("FLOWMBPO_STRICT", "1")
+    with pytest.raises(FallbackError, match="capturing the SAC update block") as err:
+        _graphed_blocks(graphs=True)
+    assert "CUDA graphs need a CUDA device" in str(err.value)
+
+
+def test_a_failed_capture_warns_once_and_runs_the_eager_updates(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without strict mode the failed capture warns once; every block runs uncaptured,
+    bit-identical to blocks never meant to be graphed, and says so."""
+    monkeypatch.delenv("FLOWMBPO_STRICT", raising=False)
+    with caplog.at_level("WARNING"):
+        graphed, m_graphed, updates = _graphed_blocks(graphs=True)
+    eager, m_eager, _ = _graphed_blocks(graphs=False)
+    assert caplog.text.count("capturing the SAC update block as a CUDA graph failed") == 1
+    assert updates.ran == (
+        "eager, uncaptured (capture failed: RuntimeError: CUDA graphs need a CUDA device, not cpu)"
+    )
+    assert updates.replays == 0
+    for a, b in zip(m_graphed, m_eager, strict=True):
+        assert all(torch.equal(a[k], b[k]) for k in a)
+    for p, q in zip(graphed.critic.parameters(), eager.critic.parameters(), strict=True):
+        assert torch.equal(p, q)
+
+
+@pytest.mark.parametrize("value", ["yes", "true", "2"])
+def test_strict_mode_takes_only_0_or_1(value: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FLOWMBPO_STRICT", value)
+    with pytest.raises(ConfigError, match=f"FLOWMBPO_STRICT='{value}' is not allowed; use 1"):
+        strict()
 
 
 def test_an_error_of_the_function_itself_is_raised_not_hidden() -> None:

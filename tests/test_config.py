@@ -57,6 +57,8 @@ def test_defaults_are_valid() -> None:
         ({"mbpo__real_ratio": 1.5}, "mbpo.real_ratio=1.5"),
         ({"rewarder__mode": "bonus"}, "rewarder.mode='bonus' is not allowed; choose one of: none"),
         ({"model__flow__transform": "maf"}, "model.flow.transform='maf'"),
+        ({"max_minutes": 0}, "max_minutes=0 is not allowed; it must be > 0 or null"),
+        ({"max_minutes": 0.5}, None),
     ],
 )
 def test_bad_values_name_value_and_choices(

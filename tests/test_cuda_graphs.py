@@ -1,6 +1,8 @@
-"""On a GPU the G-update block and the model-fit step run as CUDA graph replays: they compute
-the eager updates (to within the compiled kernels' rounding), never wait for the device, and
-the phase timers and the acting copy do not either. Skipped without CUDA."""
+"""On a GPU the G-update block and the model-fit step run as CUDA graph replays (captured and
+replayed: strict mode, set for these tests, turns a fallback into an error): they compute the
+eager updates (to within the compiled kernels' rounding), never wait for the device, and the
+phase timers and the acting copy do not either. A capture that fails leaves the stream as it
+was. Skipped without CUDA."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import torch
 from torch import Tensor
 
 from mbrl.agents import SAC, ActingPolicy, SACUpdates
-from mbrl.compiled import tf32_matmuls
+from mbrl.compiled import FallbackError, GraphedStep, tf32_matmuls
 from mbrl.config import SACConfig
 from mbrl.models import DynamicsModel, ModelTrainer
 from mbrl.runtime.timer import PhaseTimer
@@ -19,33 +21,37 @@ from mbrl.tools.update_bench import RealRows
 
 from tests_support import tiny_model_config
 
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+pytestmark = pytest.mark.cuda
 OBS, ACT = 11, 3
 # Compiled (fused) kernels round differently from eager ones; over a few dozen updates the
 # weights stay this close.
 RTOL, ATOL = 1e-3, 1e-4
 
 
-def _blocks(compile: bool, graphs: bool, blocks: int = 8) -> tuple[SAC, dict[str, Tensor]]:
+def _blocks(
+    compile: bool, graphs: bool, blocks: int = 8, tf32: bool = False
+) -> tuple[SAC, dict[str, Tensor], SACUpdates]:
     dev = torch.device("cuda")
     torch.manual_seed(0)
     agent = SAC(OBS, ACT, SACConfig(hidden_sizes=[64, 64], batch_size=64), dev, "off", compile)
-    agent.warm_up()
-    updates = SACUpdates(
-        agent, RealRows(dev, 2000, OBS, ACT), 64, torch.Generator(device=dev).manual_seed(1), graphs
-    )
+    with tf32_matmuls(tf32):
+        agent.warm_up()
+    gen = torch.Generator(device=dev).manual_seed(1)
+    updates = SACUpdates(agent, RealRows(dev, 2000, OBS, ACT), 64, gen, graphs, tf32)
     metrics: dict[str, Tensor] = {}
     for _ in range(blocks):
         metrics = updates(5)
-    return agent, {k: v.clone() for k, v in metrics.items()}
+    return agent, {k: v.clone() for k, v in metrics.items()}, updates
 
 
+@pytest.mark.mechanism
 def test_the_graphed_block_equals_the_eager_updates() -> None:
     """Eight blocks of 5 updates: 3 eager warm-up blocks, a capture, then replays; the same
     batches and noise (the generator advances through replays as eagerly), the same
     weights to within RTOL / ATOL."""
-    eager, m_eager = _blocks(compile=False, graphs=False)
-    graphed, m_graphed = _blocks(compile=True, graphs=True)
+    eager, m_eager, _ = _blocks(compile=False, graphs=False)
+    graphed, m_graphed, updates = _blocks(compile=True, graphs=True)
+    assert updates.ran == "compiled, graphed" and updates.replays == 8 - 3  # captured, replayed
     for key in m_eager:
         torch.testing.assert_close(m_graphed[key], m_eager[key], rtol=RTOL, atol=ATOL)
     for net in ("actor", "critic", "critic_target"):
@@ -54,6 +60,49 @@ def test_the_graphed_block_equals_the_eager_updates() -> None:
             torch.testing.assert_close(q, p, rtol=RTOL, atol=ATOL)
 
 
+@pytest.mark.mechanism
+def test_sac_on_tf32_stays_within_the_fp32_tolerance() -> None:
+    """tf32=true runs the SAC block's fp32 matmuls on TF32: after 5 blocks of 5 updates (the
+    fifth a replay) the losses stay within 1 % of fp32's."""
+    _, m_fp32, _ = _blocks(compile=True, graphs=True, blocks=5)
+    _, m_tf32, updates = _blocks(compile=True, graphs=True, blocks=5, tf32=True)
+    assert updates.ran == "compiled, graphed"
+    for key in ("q_loss", "actor_loss", "alpha"):
+        torch.testing.assert_close(m_tf32[key], m_fp32[key], rtol=1e-2, atol=1e-3)
+
+
+@pytest.mark.mechanism
+@pytest.mark.parametrize("strict", ["1", "0"])
+def test_a_failed_capture_leaves_the_stream_as_it_was(
+    strict: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step that waits for the device (``.item()``) cannot be captured: strict mode raises,
+    naming the cause; otherwise the step runs uncaptured. Either way the caller's stream is
+    current again, and the uncaptured step computes what the step computes."""
+    monkeypatch.setenv("FLOWMBPO_STRICT", strict)
+    dev = torch.device("cuda")
+    x = torch.ones(4, device=dev)
+
+    def step() -> Tensor:
+        x.mul_(2.0)
+        return x.sum() + x.sum().item()  # the read-back: no graph can hold it
+
+    graphed = GraphedStep(step, [], dev, "a step that syncs", warmup=1)
+    before = torch.cuda.current_stream(dev)
+    graphed()  # the uncaptured warm-up call
+    if strict == "1":
+        with pytest.raises(FallbackError, match="capturing a step that syncs"):
+            graphed()
+    else:
+        out = graphed()
+        assert graphed.ran.startswith("uncaptured (capture failed: ")
+        torch.cuda.synchronize()
+        assert out.item() == 2 * x.sum().item()  # the step ran, uncaptured
+    assert torch.cuda.current_stream(dev) == before
+    assert not torch.cuda.is_current_stream_capturing()
+
+
+@pytest.mark.mechanism
 def test_replays_never_sync() -> None:
     dev = torch.device("cuda")
     agent = SAC(OBS, ACT, SACConfig(hidden_sizes=[64, 64], batch_size=64), dev, "off", True)
@@ -69,10 +118,11 @@ def test_replays_never_sync() -> None:
     finally:
         torch.cuda.set_sync_debug_mode("default")
     assert torch.isfinite(metrics["q_loss"]).item()
+    assert updates.ran == "compiled, graphed" and updates.replays == 8 - 3
     assert rows.real.sampled_out == 8 * 20 * 64  # device counters count replays too
 
 
-@pytest.mark.parametrize("name", ["flow", "gaussian"])
+@pytest.mark.parametrize("name", [pytest.param("flow", marks=pytest.mark.mechanism), "gaussian"])
 def test_the_graphed_fit_epoch_equals_the_eager_one(name: str) -> None:
     dev = torch.device("cuda")
     cfg = tiny_model_config(name, members=3, elites=2, batch_size=64)
@@ -89,6 +139,7 @@ def test_the_graphed_fit_epoch_equals_the_eager_one(name: str) -> None:
     for epoch in range(3):  # 8 minibatches each: the capture happens in the first epoch
         losses = [t._epoch(x, y, boot, torch.Generator(dev).manual_seed(epoch)) for t in trainers]
         torch.testing.assert_close(losses[1], losses[0], rtol=RTOL, atol=ATOL)
+    assert trainers[1].step.ran == "compiled, graphed" and trainers[1].step.replays > 0
     eager, graphed = (t.model.density.parameters() for t in trainers)
     for p, q in zip(eager, graphed, strict=True):
         torch.testing.assert_close(q, p, rtol=RTOL, atol=ATOL)
@@ -110,6 +161,7 @@ def test_tf32_fit_stays_within_the_fp32_tolerance() -> None:
     torch.testing.assert_close(losses[1], losses[0], rtol=1e-2, atol=1e-3)
 
 
+@pytest.mark.mechanism
 def test_phase_timers_record_events_without_waiting() -> None:
     timer = PhaseTimer(torch.device("cuda"))
     a = torch.randn(1024, 1024, device="cuda")
@@ -127,6 +179,7 @@ def test_phase_timers_record_events_without_waiting() -> None:
     assert metrics["time/sac"] > 0 and "time/env" in metrics
 
 
+@pytest.mark.mechanism
 def test_the_acting_copy_gets_the_weights_of_its_refresh() -> None:
     """The refresh queues a non-blocking copy; the next action uses exactly the weights the
     training actor had when the refresh was queued, not later ones."""

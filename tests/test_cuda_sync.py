@@ -18,11 +18,13 @@ from tests_support import tiny_model_config
 
 OBS, ACT = 11, 3
 
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+pytestmark = pytest.mark.cuda
 
 
 @pytest.mark.parametrize("amp", ["off", "bf16"])
-@pytest.mark.parametrize("model_name", ["flow", "gaussian"])
+@pytest.mark.parametrize(
+    "model_name", [pytest.param("flow", marks=pytest.mark.mechanism), "gaussian"]
+)
 def test_update_rollout_and_fit_epoch_never_sync(amp: str, model_name: str) -> None:
     dev = torch.device("cuda")
     gen = torch.Generator(device=dev).manual_seed(0)

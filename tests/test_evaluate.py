@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -16,7 +17,13 @@ from mbrl.agents import SAC
 from mbrl.config import SACConfig
 from mbrl.envs import make_env
 from mbrl.evaluator import DeterministicPolicy, Evaluator, episode_metrics, sequential_episodes
-from mbrl.tools.eval_checkpoint import EvaluateError, evaluate, record_video
+from mbrl.tools.eval_checkpoint import (
+    EvaluateError,
+    build_actor,
+    evaluate,
+    load_run,
+    record_video,
+)
 from mbrl.trainer import Trainer
 
 from test_trainer import _rows, tiny_config
@@ -202,3 +209,29 @@ def test_evaluations_in_a_row_start_from_the_same_seeds() -> None:
         assert np.array_equal(evaluator.last_returns, first_returns)
     finally:
         evaluator.close()
+
+
+def test_train_py_evaluates_in_forkserver_workers(train_cmd: list[str], tmp_path: str) -> None:
+    """eval.vector=async with 3 episodes: the evaluation runs in forkserver worker processes
+    started by scripts/train.py (the path eval.episodes=10 takes on a machine with 10 cores
+    or more, which auto never picks on 2 cores); its returns equal those of the checkpoint's
+    actor run episode after episode from the same seeds."""
+    run = os.path.join(tmp_path, "run")
+    overrides = [
+        *("env=pendulum", "algorithm=sac", "total_steps=200", "algorithm.init_steps=100"),
+        *("eval.every=200", "eval.episodes=3", "eval.vector=async", "device=cpu"),
+        *("agent.hidden_sizes=[32,32]", "logger.progress=false", f"hydra.run.dir={run}"),
+    ]
+    proc = subprocess.run([*train_cmd, *overrides], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    with open(os.path.join(run, "metrics.jsonl"), encoding="utf-8") as f:
+        evals = [r for r in map(json.loads, f) if "eval/return_mean" in r]
+    assert [r["step"] for r in evals] == [200]
+    cfg, state = load_run(run, "last")
+    assert cfg.eval.vector == "async" and state["step"] == 200
+    agent = build_actor(cfg, state, CPU)
+    greedy = lambda obs: agent.act(obs, deterministic=True, generator=None)  # noqa: E731
+    want = evaluate_sequential("pendulum", 3, cfg.seed + 10_000, greedy, CPU)
+    # (Batch-3 and batch-1 matmuls may round differently in the last bits.)
+    for key, value in want.items():
+        assert evals[0][key] == pytest.approx(value, rel=1e-5), key

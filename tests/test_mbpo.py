@@ -125,14 +125,18 @@ def test_metrics_file_parses(tmp_path: str) -> None:
             assert "step" in json.loads(line)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.cuda
+@pytest.mark.mechanism
 def test_cuda_compiled_run(tmp_path: str) -> None:
-    """compile=true on a GPU: the SAC block and the model-fit step as CUDA graphs."""
+    """compile=true on a GPU: the SAC block and the model-fit step as CUDA graphs, as
+    metrics.jsonl records."""
     run = os.path.join(tmp_path, "run")
     cfg = mbpo_config(total_steps=300, device="cuda", compile="true")
     assert math.isfinite(Trainer(cfg, run).run())
     rows = [r for r in _rows(run) if "learner/q_loss" in r]
     assert rows and all(math.isfinite(r["learner/q_loss"]) for r in rows)
+    assert rows[-1]["speed/sac_update"] == "compiled, graphed"  # (logged with the losses)
+    assert rows[-1]["speed/model_fit"] == "compiled, graphed"
 
 
 def test_bench_times_a_trained_agent_both_ways(tmp_path: str) -> None:

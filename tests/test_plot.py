@@ -42,8 +42,13 @@ def test_multirun_sweep_then_plot(train_cmd: list[str], tmp_path: str) -> None:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
     # The same runs beside a published curve.
     ref = os.path.join(ROOT, "docs", "reference", "mbpo_hopper.csv")
-    proc = subprocess.run([*plot, "--reference", ref], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [*plot, "--reference", ref, "--per-step"], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
+    head = "| env steps | rollout.max_length=1 | rollout.max_length=3 | mbpo_hopper (published) |"
+    assert head in proc.stdout
+    assert "| 200 | " in proc.stdout and "(n=2, still 0)" in proc.stdout
 
 
 def test_reference_curve_reads_mean_and_std(tmp_path: str) -> None:

@@ -50,8 +50,8 @@ def test_transitions_arrive_intact_on_cpu() -> None:
     _check(_fill(torch.device("cpu"), pinned=True, n=10), 10)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-@pytest.mark.parametrize("pinned", [True, False])
+@pytest.mark.cuda
+@pytest.mark.parametrize("pinned", [pytest.param(True, marks=pytest.mark.mechanism), False])
 def test_transitions_arrive_intact_on_cuda(pinned: bool) -> None:
     buf = _fill(torch.device("cuda"), pinned=pinned, n=10)
     torch.cuda.synchronize()

@@ -100,6 +100,29 @@ def test_resumed_run_equals_uninterrupted_run(tmp_path: str) -> None:
     assert _comparable(_rows(full)) == _comparable(_rows(split))
 
 
+def test_max_minutes_stops_as_ctrl_c_does_and_resumes_exactly(
+    tmp_path: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run out of its minutes stops after the current step with ckpt/last.pt, says why and
+    how long each phase took per 1000 steps; resumed, it equals the uninterrupted run."""
+    full, split = os.path.join(tmp_path, "full"), os.path.join(tmp_path, "split")
+    Trainer(tiny_config(), full).run()
+    capsys.readouterr()
+    stopped = Trainer(tiny_config(max_minutes=1e-9), split)  # (over by the first step's end)
+    stopped.run()
+    err = capsys.readouterr().err
+    assert stopped.stopped == "max_minutes=1e-09 reached"
+    assert "max_minutes=1e-09 reached: stopping after the current step" in err
+    assert "stopped (max_minutes=1e-09 reached) at step 1 after" in err
+    assert "(each phase's seconds per 1000 env steps; " in err
+    assert "  ran          SAC update eager\n" in err
+    assert load(os.path.join(split, "ckpt", "last.pt"))["step"] == 1
+    Trainer(tiny_config(resume=split), split).run()
+    a, b = (load(os.path.join(run, "ckpt", "last.pt")) for run in (full, split))
+    _assert_same(a["agent"], b["agent"], "agent")
+    assert _comparable(_rows(full)) == _comparable(_rows(split))
+
+
 @pytest.mark.parametrize("snapshot", [100, 200, 300])
 def test_resume_from_any_snapshot_equals_uninterrupted_run(tmp_path: str, snapshot: int) -> None:
     """A run killed after any checkpoint: ``iteration_<N>.pt`` copied over ``last.pt`` (the
@@ -212,16 +235,25 @@ def test_every_env_trains(env: str, tmp_path: str) -> None:
     assert state["updates"] == 30
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-@pytest.mark.parametrize("amp,compile", [("off", "false"), ("bf16", "true"), ("fp16", "true")])
-def test_cuda_run_and_resume(amp: str, compile: str, tmp_path: str) -> None:
-    """compile=true: graphed SAC blocks and fit steps (fp16: compiled, not graphed)."""
+@pytest.mark.cuda
+@pytest.mark.parametrize(
+    "amp,compile,ran",
+    [
+        ("off", "false", "eager"),
+        ("bf16", "true", "compiled, graphed"),
+        ("fp16", "true", "compiled"),
+    ],
+)
+def test_cuda_run_and_resume(amp: str, compile: str, ran: str, tmp_path: str) -> None:
+    """compile=true: graphed SAC blocks and fit steps (fp16: compiled, not graphed), as
+    metrics.jsonl records."""
     run = os.path.join(tmp_path, "run")
     kw = {"device": "cuda", "amp": amp, "compile": compile}
     Trainer(tiny_config(total_steps=200, **kw), run).run()
     Trainer(tiny_config(total_steps=300, resume=run, **kw), run).run()
     state = load(os.path.join(run, "ckpt", "last.pt"))
     assert state["step"] == 300 and state["buffers"]["real"]["data"]["obs"].is_cpu
+    assert [r for r in _rows(run) if "speed/sac_update" in r][-1]["speed/sac_update"] == ran
 
 
 @pytest.mark.parametrize("flush", [True, False])

@@ -40,8 +40,9 @@ class ActingPolicy:
         if separate or (separate is None and device != agent.device):
             self.copy = copy.deepcopy(agent.actor).to(device).requires_grad_(False)
             if agent.device.type == "cuda" and device.type == "cpu":
-                self._staged = [
-                    torch.empty_like(p, device="cpu").pin_memory() for p in self.copy.parameters()
+                self._staged = [  # (allocated pinned, not allocated and then copied)
+                    torch.empty(p.shape, dtype=p.dtype, pin_memory=True)
+                    for p in self.copy.parameters()
                 ]
         self._since_sync = 0
 

@@ -3,7 +3,8 @@
 Every minibatch of an epoch has ``batch_size`` rows per member: the last, partial one is padded
 with rows of weight 0 (:func:`minibatches`), so it trains on bnn.py's rows with bnn.py's mean,
 and the step has one shape for the whole run: compiled (``compile``) it is one compiled graph,
-on CUDA (``graphs``) one CUDA graph replay, after the rows are copied into its fixed inputs.
+on CUDA (``graphs``) one CUDA graph replay, after the rows are copied into its fixed inputs
+(a capture that fails: ``mbrl.compiled.GraphedStep``).
 """
 
 from __future__ import annotations
@@ -83,8 +84,6 @@ class FitStep:
         compile: bool = False,
         graphs: bool = False,
     ) -> None:
-        if graphs and model.device.type != "cuda":
-            raise ValueError(f"CUDA graphs need a CUDA device, not {model.device}")
         self.model, self.guarded, self.autocast, self.graphs = model, guarded, autocast, graphs
         # (The class's function, so that a copy of the step runs the same compiled code.)
         self.compiled = Compiled(type(self).loss, "the model fit") if compile else None
@@ -96,7 +95,9 @@ class FitStep:
             return self.train(x[idx], y[idx], weight)
         if self._graphed is None:
             s = self._inputs = {"x": x[idx], "y": y[idx], "w": weight.clone()}
-            self._graphed = GraphedStep(lambda: self.train(s["x"], s["y"], s["w"]), [])
+            self._graphed = GraphedStep(
+                lambda: self.train(s["x"], s["y"], s["w"]), [], self.model.device, "the fit step"
+            )
         s = self._inputs
         torch.index_select(x, 0, idx.flatten(), out=s["x"].view(-1, x.shape[-1]))
         torch.index_select(y, 0, idx.flatten(), out=s["y"].view(-1, y.shape[-1]))
@@ -119,8 +120,25 @@ class FitStep:
             return self.model.loss(xb, yb, weight)
 
     def reset(self) -> None:
-        """Forget the CUDA graph (capture again): the optimizer's state was replaced."""
-        self._graphed = None
+        """Forget the CUDA graph (capture again): the optimizer's state was replaced. A
+        capture that failed is not tried again."""
+        if self._graphed is not None and self._graphed.failure is None:
+            self._graphed = None
+
+    @property
+    def ran(self) -> str:
+        """What the steps ran: ``eager``, ``compiled`` or ``eager (compile failed: ...)``, and
+        with ``graphs`` ``graphed``, ``not captured yet`` or ``uncaptured (capture failed:
+        ...)``."""
+        ran = "eager" if self.compiled is None else self.compiled.ran
+        if self.graphs:
+            ran += f", {'not captured yet' if self._graphed is None else self._graphed.ran}"
+        return ran
+
+    @property
+    def replays(self) -> int:
+        """Steps served by a replay of the current CUDA graph."""
+        return 0 if self._graphed is None else self._graphed.replays
 
     def warm_up(self, members: int, batch_size: int) -> Compiled | None:
         """Compile now, on a copy of the model, its optimizer and random rows (the model

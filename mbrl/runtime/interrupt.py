@@ -18,6 +18,9 @@ inductor's workers and async env workers too. One that died of it would print a 
 make a compile fail (the run would then go on eagerly). So while the run starts, SIGINT is
 blocked in the main thread, and with it in every thread and process started meanwhile (a
 signal mask is inherited, also across exec), and a watcher thread takes the signal instead.
+
+The end of a run's wall-clock allowance (``max_minutes``) is a stop request too: the loop
+finishes its step, checkpoints and stops, as after a first Ctrl-C.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable
 from multiprocessing import resource_tracker
 from types import FrameType, TracebackType
@@ -136,9 +140,17 @@ class StopRequest:
     in a process of its own making (a notebook, a test), the handler is this object's for the
     block, and a second Ctrl-C raises KeyboardInterrupt, as Python does."""
 
-    def __init__(self, waiting_for: Callable[[], str] = lambda: "the current step") -> None:
-        """``waiting_for()``: what the loop finishes before it stops (for the message)."""
+    def __init__(
+        self,
+        waiting_for: Callable[[], str] = lambda: "the current step",
+        max_minutes: float | None = None,
+    ) -> None:
+        """``waiting_for()``: what the loop finishes before it stops (for the message);
+        ``max_minutes``: stop as if Ctrl-C had been pressed once this much time has passed."""
         self.requested, self.waiting_for = False, waiting_for
+        self.why = "Ctrl-C"  # what requested the stop
+        self.max_minutes = max_minutes
+        self._deadline = None if max_minutes is None else time.monotonic() + 60 * max_minutes
         self._previous: Any = None
         self._installed = False
 
@@ -154,17 +166,19 @@ class StopRequest:
         return self
 
     def agreed(self) -> bool:
-        """Whether to stop now: requested here, or on any rank of a run on several processes
-        (all ranks stop after the same step)."""
+        """Whether to stop now: requested here (Ctrl-C, or ``max_minutes`` passed), or on any
+        rank of a run on several processes (all ranks stop after the same step)."""
         from mbrl.runtime import distributed  # (torch: not needed to install the handler)
 
+        if not self.requested and self._deadline is not None and time.monotonic() >= self._deadline:
+            self.request(f"max_minutes={self.max_minutes:g} reached")
         return distributed.any_flag(self.requested)
 
-    def request(self) -> None:
-        self.requested = True
+    def request(self, why: str = "Ctrl-C") -> None:
+        self.requested, self.why = True, why
         print(
-            f"\nstopping after {self.waiting_for()}, then writing ckpt/last.pt, from which "
-            "resume= continues exactly (Ctrl-C again to quit at once, without it)",
+            f"\n{why}: stopping after {self.waiting_for()}, then writing ckpt/last.pt, from "
+            "which resume= continues exactly (Ctrl-C again to quit at once, without it)",
             file=sys.stderr,
             flush=True,
         )

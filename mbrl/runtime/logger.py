@@ -76,10 +76,13 @@ class Logger:
         return self._tb
 
     def log(self, step: int, metrics: dict[str, Any]) -> dict[str, float | int]:
-        """Record ``{"component/name": value}`` at ``step`` (env steps). Returns the numbers."""
-        values = to_numbers(metrics)
-        row: dict[str, float | int | None] = {"step": step, "time": round(time.time(), 3)}
+        """Record ``{"component/name": value}`` at ``step`` (env steps). Returns the numbers.
+        A text value (``speed/sac_update``: what ran) goes to ``metrics.jsonl`` alone."""
+        texts = {k: v for k, v in metrics.items() if isinstance(v, str)}
+        values = to_numbers({k: v for k, v in metrics.items() if k not in texts})
+        row: dict[str, float | int | str | None] = {"step": step, "time": round(time.time(), 3)}
         row.update({k: (v if math.isfinite(v) else None) for k, v in values.items()})
+        row.update(texts)
         if self._jsonl is None:
             self._jsonl = open(self.jsonl_path, "a", encoding="utf-8")  # noqa: SIM115 (kept open)
         self._jsonl.write(json.dumps(row) + "\n")

@@ -9,10 +9,12 @@ from typing import Protocol
 
 import torch
 
+from mbrl.agents import SACUpdates
 from mbrl.compiled import Compiled
 from mbrl.config import Config
 from mbrl.envs import env_spec
 from mbrl.envs.vector import resolve_vector
+from mbrl.mbpo import MBPO, ModelFree
 from mbrl.runtime.checkpoint import CheckpointManager
 from mbrl.runtime.disk import CheckpointSizes
 from mbrl.runtime.idle import warnings_for
@@ -34,6 +36,8 @@ class Run(Protocol):
     model_amp: str
     compiling: CompileChoice
     compiled: dict[str, Compiled]  # what was compiled: warm-up time, failure
+    sac_updates: SACUpdates
+    data: MBPO | ModelFree  # where SAC's batches come from (MBPO: the model side)
     ckpt_sizes: CheckpointSizes
     dims: tuple[int, int]
     resumed_at: int | None
@@ -47,6 +51,8 @@ class Run(Protocol):
 
 
 PHASE_ORDER = ("compile", "env", "model", "rewarder", "rollout", "sac", "eval", "log", "checkpoint")
+LEARNING_PHASES = ("model", "rewarder", "rollout", "sac")  # none runs in the random steps
+RAN_NAMES = {"speed/sac_update": "SAC update", "speed/model_fit": "model fit"}
 
 
 def _what(t: Run) -> str:
@@ -61,9 +67,18 @@ def compile_line(t: Run) -> str:
     line = t.compiling.why
     done = []
     for name, c in t.compiled.items():
-        failed = f" (failed, runs eagerly: {c.failure})" if c.failure else ""
-        done.append(f"{name} {c.seconds or 0.0:.1f} s{failed}")
+        done.append(f"{name} {c.ran}" if c.failure else f"{name} {c.seconds or 0.0:.1f} s")
     return f"{line}; warm-up {', '.join(done)}" if done else line
+
+
+def ran(t: Run) -> dict[str, str]:
+    """What actually ran so far, as ``metrics.jsonl`` records it at every log interval:
+    ``speed/sac_update`` and (MBPO) ``speed/model_fit``, e.g. ``compiled, graphed`` or
+    ``eager (compile failed: ...)``."""
+    out = {"speed/sac_update": t.sac_updates.ran}
+    if isinstance(t.data, MBPO):
+        out["speed/model_fit"] = t.data.model_trainer.step.ran
+    return out
 
 
 def start_text(t: Run) -> str:
@@ -129,11 +144,11 @@ def quit_text(moment: str, run_dir: str, ckpt: CheckpointManager | None, profile
 
 
 def summary_text(t: Run, outcome: str) -> str:
-    """``outcome``: finished | stopped."""
+    """``outcome``: finished, or what stopped the run (``Ctrl-C``, ``max_minutes=8 reached``)."""
     cfg, wall = t.cfg, t.timer.wall()
     head = (
-        f"{'finished' if outcome == 'finished' else 'stopped (Ctrl-C)'} at step {t.env_steps} "
-        f"after {duration(wall)} in this process"
+        f"{'finished' if outcome == 'finished' else f'stopped ({outcome})'} at step "
+        f"{t.env_steps} after {duration(wall)} in this process"
     )
     last = t.last_eval.get("eval/return_mean")
     evals = "none yet"
@@ -155,9 +170,31 @@ def summary_text(t: Run, outcome: str) -> str:
     lines = {
         "eval return": evals,
         "time": ", ".join(phases),
+        "1000 steps": per_thousand_steps(t),
+        "ran": "; ".join(f"{RAN_NAMES[k]} {v}" for k, v in ran(t).items()),
         "checkpoints": f"{ckpt_dir}: {', '.join(files)}",
         "resume": resume,
     }
+    if not lines["1000 steps"]:
+        del lines["1000 steps"]
     if cfg.profile.enabled:  # a window of a run, not one to go on with
         del lines["resume"]
     return f"{head}\n{start_block(lines)}"
+
+
+def per_thousand_steps(t: Run) -> str:
+    """Seconds per 1000 env steps by phase in this process: the model phases and SAC per
+    step after the random ones (before them neither runs), the others per step."""
+    start = t.resumed_at or 0
+    steps = {"all": t.env_steps - start}
+    steps["learning"] = t.env_steps - max(start, t.cfg.algorithm.init_steps)
+    grand, parts = t.timer.grand, []
+    for name in sorted(PHASE_ORDER, key=lambda p: -grand.get(p, 0.0)):
+        n = steps["learning" if name in LEARNING_PHASES else "all"]
+        if n > 0 and grand.get(name, 0.0) > 0:
+            parts.append(f"{name} {1000 * grand[name] / n:.3g} s")
+    if not parts:
+        return ""
+    random = max(t.cfg.algorithm.init_steps - start, 0)
+    note = f"; model phases and SAC per step after the {random} random ones" if random else ""
+    return ", ".join(parts) + f" (each phase's seconds per 1000 env steps{note})"

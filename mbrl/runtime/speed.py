@@ -13,8 +13,8 @@ from mbrl.config import Config
 # amp=auto, per component and device. CPUs: fp32 (bf16 autocast measured slower for SAC and
 # for model fits on the CPUs benchmarked). CUDA: SAC's 256-wide layers at batch 256 are too
 # small for bf16 to repay its casts, so fp32 (TF32 where allowed); the model's ensemble MLPs
-# and the rollouts' 100 000-row batches run bf16 hidden layers. scripts/gpu_check.sh measures
-# both settings per component on a GPU.
+# and the rollouts' 100 000-row batches run bf16 hidden layers (with tf32=true, SAC's fp32
+# matmuls run on TF32). scripts/gpu_check.py measures both amp settings on a GPU.
 AUTO_AMP: dict[str, dict[str, str]] = {
     "cpu": {"sac": "off", "model": "off"},
     "cuda": {"sac": "off", "model": "bf16"},
@@ -23,7 +23,7 @@ AUTO_AMP: dict[str, dict[str, str]] = {
 # compile=auto compiles when a run has at least this many SAC updates: where the time saved
 # per update repays the warm-up of compiling the SAC update and the flow's fit step with a cold
 # inductor cache (docs/benchmarks.md: on the 2-core CPU ~48 s cold, ~9 s warm, against ~3 ms
-# saved per update: ~15 000 updates). CUDA: the same figure until scripts/gpu_check.sh has
+# saved per update: ~15 000 updates). CUDA: the same figure until scripts/gpu_check.py has
 # measured the GPU's warm-up and saving.
 AUTO_COMPILE_UPDATES = {"cpu": 20_000, "cuda": 20_000}
 

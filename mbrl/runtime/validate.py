@@ -80,6 +80,8 @@ def _check_ranges(c: Config) -> None:
     _choice("eval.vector", c.eval.vector, VECTOR_MODES)
     if c.env.max_episode_steps is not None:
         _at_least("env.max_episode_steps", c.env.max_episode_steps, 1, "positive or null")
+    if c.max_minutes is not None and not c.max_minutes > 0:
+        raise ConfigError(f"max_minutes={c.max_minutes:g} is not allowed; it must be > 0 or null")
     _check_agent(c.agent)
     _check_model(c.model)
     _check_mbpo(c)

@@ -1,74 +1,196 @@
 """The measuring steps of ``scripts/gpu_check.py`` (the first command on a GPU machine), each
-run as ``python -m mbrl.tools.gpu_check STEP OUT_DIR [DEVICE]`` in its own process under its own
-time limit, each writing ``OUT_DIR/STEP.json``:
+run as ``python -m mbrl.tools.gpu_check STEP OUT_DIR DEVICE [--quick]`` in a process of its
+own, writing ``OUT_DIR/STEP.json``. The file is rewritten as soon as each variant is measured,
+so a step killed at its time limit leaves every figure it had:
 
-- ``sac``: the 20-update SAC block, eager vs compiled vs CUDA-graphed, amp off vs bf16 (updates/s,
-  share of the GEMM rate, warm-up seconds), and peak GPU memory;
-- ``fit``: model-fit samples/s (flow, Gaussian; eager vs graphed, the model's amp=auto) and
-  rollout transitions/s (100 000 rows, one step);
-- ``warmup``: compile times of the SAC update and the fit steps, inductor cache cold and warm.
+- ``versions``: Python, torch, CUDA, cuDNN, triton, numpy and the other packages; the device
+  (name, capability, memory), the cores, the checkout's commit, strict mode;
+- ``sac``: the G-update SAC block (G = 20, batch 256, Hopper sizes), eager vs compiled (on
+  CUDA: + graphed), then the same at amp=bf16: updates/s, compile warm-up, what ran, whether
+  the CUDA graph was captured and replayed;
+- ``model``: one fit epoch of each model (5000 rows x 7 members) at the run's settings (on
+  CUDA: compiled + graphed, the model's amp=auto, TF32), one 100 000-row rollout step of each
+  model, then each fit eager: rows/s, samples/s (rows x members), transitions/s.
+
+``--quick`` (the CPU run that tests the check itself): small sizes, one timed repeat, no bf16.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
+import platform
+import subprocess
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import torch
 
+from mbrl.compiled import strict, tf32_matmuls
+from mbrl.models import MODELS
 from mbrl.runtime.speed import resolve_amp
 from mbrl.runtime.utils import configure_cpu
-from mbrl.tools import benchmarks, update_bench, warmup_bench
+from mbrl.tools import benchmarks, update_bench
+
+PACKAGES = ("numpy", "triton", "gymnasium", "mujoco", "nflows", "hydra-core", "pytest-timeout")
 
 
-def _peak_mb(device: torch.device) -> float | None:
-    return torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else None
+@dataclass(frozen=True)
+class Sizes:
+    repeats: int  # timed calls per figure (the median is reported)
+    fit_rows: int  # rows per member of a fit epoch
+    rollout_rows: int  # start states of a rollout step
+    updates: int = 20  # SAC updates per block (MBPO's G)
+    batch: int = 256  # SAC batch
+    bf16: bool = True  # the SAC block at amp=bf16 too
 
 
-def step_sac(b: benchmarks.Bench) -> dict[str, Any]:
-    rows = update_bench.sac_updates(b, update_bench.settings(b.device.type == "cuda"))
-    return {"sac": rows, "peak_gpu_mb": _peak_mb(b.device)}
+FULL = Sizes(repeats=5, fit_rows=5000, rollout_rows=100_000)
+QUICK = Sizes(repeats=1, fit_rows=300, rollout_rows=2000, bf16=False)
 
 
-def step_fit(b: benchmarks.Bench) -> dict[str, Any]:
+class Figures:
+    """A step's JSON file, rewritten whole (atomically) whenever a figure is added."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.data: dict[str, Any] = {}
+        self._write()
+
+    def put(self, section: str, name: str, value: Any) -> None:
+        self.data.setdefault(section, {})[name] = value
+        self._write()
+
+    def _write(self) -> None:
+        tmp = os.path.join(os.path.dirname(self.path), f".{os.path.basename(self.path)}.tmp")
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(self.data, f, indent=2, default=str)
+        os.replace(tmp, self.path)
+
+
+def step_versions(fig: Figures, b: benchmarks.Bench, sizes: Sizes) -> None:
+    """What this machine runs: interpreter, libraries, device, checkout."""
+    for key, value in versions().items():
+        fig.put("versions", key, value)
+    for key, value in device_facts(b.device).items():
+        fig.put("device", key, value)
+
+
+def versions() -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+    }
+    for name in PACKAGES:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    git = subprocess.run(
+        ["git", "-C", root, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    )
+    out["commit"] = git.stdout.strip() or None
+    out["strict"] = strict()
+    return out
+
+
+def device_facts(device: torch.device) -> dict[str, Any]:
+    out: dict[str, Any] = {"device": str(device), "cpu_cores": os.cpu_count()}
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        out |= {
+            "name": props.name,
+            "capability": f"{props.major}.{props.minor}",
+            "memory_gib": round(props.total_memory / 2**30, 1),
+            "bf16": torch.cuda.is_bf16_supported(),
+        }
+    return out
+
+
+def step_sac(fig: Figures, b: benchmarks.Bench, sizes: Sizes) -> None:
+    """The G-update block: eager, then compiled (+ graphed on CUDA), then both at bf16."""
+    cuda = b.device.type == "cuda"
+    fast = "compiled, graphed" if cuda else "compiled"
+    variants = {
+        "eager": {"amp": "off", "compile": False},
+        fast: {"amp": "off", "compile": True, "graphs": cuda},
+        f"{fast}, amp=bf16": {"amp": "bf16", "compile": True, "graphs": cuda},
+        "eager, amp=bf16": {"amp": "bf16", "compile": False},
+    }
+    if not sizes.bf16:
+        variants = {k: v for k, v in variants.items() if v["amp"] == "off"}
+    for name, v in variants.items():
+        updates, warmup = update_bench.sac_block(b.device, {**v, "tf32": cuda}, sizes.batch)
+        for _ in range(update_bench.WARM_BLOCKS):  # (the fourth captures the CUDA graph)
+            updates(sizes.updates)
+        seconds = b.median(partial(updates, sizes.updates))
+        row = {"updates_per_s": sizes.updates / seconds, "warmup_s": warmup, "ran": updates.ran}
+        if v.get("graphs"):
+            row["graph_captured"] = updates.ran.endswith("graphed") and updates.replays > 0
+        fig.put("sac", name, row)
+        _peak(fig, b.device)
+
+
+def step_model(fig: Figures, b: benchmarks.Bench, sizes: Sizes) -> None:
+    """Each model's fit epoch at the run's settings, its rollout step, then its fit eager."""
+    cuda = b.device.type == "cuda"
     amp = resolve_amp("auto", b.device, "model")
-    graphs = b.device.type == "cuda"
-    fits = {
-        f"{m}, {way}, amp={amp}": {"model": m, "amp": amp, "compile": c, "graphs": c and graphs}
-        for m in ("flow", "gaussian")
-        for way, c in (("eager", False), ("graphed" if graphs else "compiled", True))
+    fast = {"amp": amp, "compile": True, "graphs": cuda, "tf32": cuda}
+    for model in MODELS:
+        name = f"{model}, {'compiled, graphed' if cuda else 'compiled'}, amp={amp}"
+        fig.put("fit", name, _fit_row(b, {**fast, "model": model}, sizes.fit_rows))
+        _peak(fig, b.device)
+    for model in MODELS:
+        with tf32_matmuls(cuda):  # (a run's rollouts use TF32 on CUDA)
+            rate = benchmarks.model_rollout(b, model, sizes.rollout_rows)
+        fig.put("rollout", f"{model}, {sizes.rollout_rows:,} rows", {"transitions_per_s": rate})
+        _peak(fig, b.device)
+    for model in MODELS:
+        eager = {"amp": amp, "compile": False, "model": model, "tf32": cuda}
+        fig.put("fit", f"{model}, eager, amp={amp}", _fit_row(b, eager, sizes.fit_rows))
+
+
+def _fit_row(b: benchmarks.Bench, v: dict[str, Any], rows: int) -> dict[str, Any]:
+    epoch, trainer, warmup = update_bench.fit_epoch(b.device, v, rows)
+    seconds = b.median(epoch)
+    members = trainer.cfg.members
+    row = {
+        "rows_per_s": rows / seconds,
+        "samples_per_s": members * rows / seconds,
+        "warmup_s": warmup,
+        "ran": trainer.step.ran,
     }
-    return {
-        "model_fit": update_bench.model_fits(b, fits),
-        "rollout_transitions_per_s": {
-            m: benchmarks.model_rollout(b, m) for m in ("flow", "gaussian")
-        },
-        "peak_gpu_mb": _peak_mb(b.device),
-    }
+    if v.get("graphs"):
+        row["graph_captured"] = trainer.step.ran.endswith("graphed") and trainer.step.replays > 0
+    return row
 
 
-def step_warmup(b: benchmarks.Bench) -> dict[str, Any]:
-    return {"compile_warmup_s": warmup_bench.compile_warmups(b.device.type)}
+def _peak(fig: Figures, device: torch.device) -> None:
+    if device.type == "cuda":
+        fig.put("memory", "peak_gpu_mb", torch.cuda.max_memory_allocated(device) / 2**20)
 
 
-STEPS: dict[str, Callable[[benchmarks.Bench], dict[str, Any]]] = {
+STEPS: dict[str, Callable[[Figures, benchmarks.Bench, Sizes], None]] = {
+    "versions": step_versions,
     "sac": step_sac,
-    "fit": step_fit,
-    "warmup": step_warmup,
+    "model": step_model,
 }
 
 
 def main(argv: list[str]) -> None:
-    name, out_dir = argv[0], argv[1]
-    device = torch.device(argv[2] if len(argv) > 2 else "cuda")
-    repeats = int(argv[3]) if len(argv) > 3 else 5
+    name, out_dir, device = argv[0], argv[1], torch.device(argv[2])
+    sizes = QUICK if "--quick" in argv[3:] else FULL
     configure_cpu(1, flush_denormal=True)
-    result = STEPS[name](benchmarks.Bench(device, repeats=repeats))
-    with open(os.path.join(out_dir, f"{name}.json"), "w", encoding="utf-8") as f:
-        json.dump(result, f, indent=2)
+    fig = Figures(os.path.join(out_dir, f"{name}.json"))
+    STEPS[name](fig, benchmarks.Bench(device, repeats=sizes.repeats), sizes)
 
 
 if __name__ == "__main__":

@@ -101,7 +101,9 @@ def table(settings: list[Setting], reference: Reference | None = None) -> str:
 
 
 def _reference_text(ref: Reference, step: int) -> str:
-    if step < ref.steps[0] or step > ref.steps[-1]:
+    """The reference at ``step`` (interpolated; its points lie a few steps off a round
+    number, e.g. 6019, so a step up to 50 before its first point takes that point)."""
+    if step < ref.steps[0] - 50 or step > ref.steps[-1]:
         return ""
     mean, std = np.interp(step, ref.steps, ref.mean), np.interp(step, ref.steps, ref.std)
     return f"{mean:.0f} ± {std:.0f}"

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TRAIN = os.path.join(ROOT, "scripts", "train.py")
 STOPPED = 130  # train.py's exit code after a Ctrl-C stop with a checkpoint
+START_AND_STOP = 60.0  # seconds a run takes to start, and to stop when asked (a fit epoch)
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,7 @@ class Job:
     before: int = 0  # its env steps when this invocation started it
     seconds: float = 0.0  # its wall time in this invocation
     outcome: str = "pending"
+    target: int = 0  # the env steps this invocation takes it to
 
     @property
     def name(self) -> str:
@@ -64,8 +66,14 @@ class Job:
             return 0
         return last_step(os.path.join(self.path, "metrics.jsonl"))
 
-    def command(self, base: list[str], target: int, threads: int) -> list[str]:
-        common = [f"total_steps={target}", "logger.progress=false", f"threads={threads}"]
+    def command(
+        self, base: list[str], target: int, threads: int, minutes: float | None
+    ) -> list[str]:
+        """train.py's command line: a new run, or the resume of this one; ``minutes``: its
+        wall-clock allowance (max_minutes; always given, as a resume keeps the last one)."""
+        limit = "null" if minutes is None else f"{minutes:.2f}"
+        common = [f"total_steps={target}", f"max_minutes={limit}", f"threads={threads}"]
+        common.append("logger.progress=false")
         if os.path.isfile(os.path.join(self.path, "ckpt", "last.pt")):
             return [sys.executable, TRAIN, f"resume={self.path}", *common]
         over = [*base, *self.variant.overrides, f"seed={self.seed}"]
@@ -119,14 +127,15 @@ class Pool:
         """Advance ``jobs`` to ``target`` env steps (those already there are skipped)."""
         queue = [j for j in jobs if j.steps() < target]
         try:
-            while (queue and self.stopping_since is None) or self.active:
-                while queue and len(self.active) < self.procs and self.stopping_since is None:
+            while (queue and self.can_start()) or self.active:
+                while queue and len(self.active) < self.procs and self.can_start():
                     self._start(queue.pop(0), target)
                 self._reap()
                 if self.stopping_since is None and time.time() >= self.deadline:
                     self.stop("the budget is spent")
                 self._kill_overdue()
                 if time.time() - self._changed >= self.every:
+                    self._status()
                     self._report()
                 time.sleep(0.5)
         except KeyboardInterrupt:
@@ -134,14 +143,19 @@ class Pool:
             self._drain()
             raise
 
+    def can_start(self) -> bool:
+        """Whether a new process may start: not stopping, and enough budget left for it to
+        start, do some work and stop."""
+        return self.stopping_since is None and self.deadline - time.time() > 2 * START_AND_STOP
+
     def _start(self, job: Job, target: int) -> None:
         aside = set_aside(job)
         if aside:
             self.say(f"{job.name}: no checkpoint in its folder; moved to {aside}")
-        job.before = job.steps()
+        job.before, job.target = job.steps(), target
         os.makedirs(self.logs, exist_ok=True)
         log = open(self.log_path(job), "ab")  # noqa: SIM115
-        cmd = job.command(self.base, target, self.threads)
+        cmd = job.command(self.base, target, self.threads, self._minutes_left())
         log.write(f"\n$ {' '.join(cmd)}\n".encode())
         log.flush()
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -149,6 +163,14 @@ class Pool:
         self.active[proc.pid] = (job, proc, time.time())
         verb = "continues" if job.before else "starts"
         self.say(f"{job.name} {verb} at step {job.before:,} -> {target:,} (pid {proc.pid})")
+
+    def _minutes_left(self) -> float | None:
+        """A new process's allowance: the budget's time left, less its start-up (imports,
+        building; its own clock starts after them) and the time it takes to stop (the current
+        model-fit epoch), so that it stops by itself within the budget."""
+        if self.deadline == float("inf"):
+            return None
+        return max(0.1, (self.deadline - time.time() - START_AND_STOP) / 60)
 
     def log_path(self, job: Job) -> str:
         """The file a run's console output goes to."""
@@ -163,6 +185,8 @@ class Pool:
             job.seconds += time.time() - started
             now = job.steps()
             job.outcome = {0: "done", STOPPED: "stopped"}.get(code, f"failed (exit {code})")
+            if code == 0 and now < job.target:  # (its max_minutes, the budget, ran out)
+                job.outcome = "stopped"
             if code not in (0, STOPPED) and self.stopping_since is not None:
                 job.outcome = f"stopped (exit {code})"  # (asked to stop, during its start-up)
             self.say(f"{job.name} {job.outcome} at step {now:,} ({job.seconds:,.0f} s)")
@@ -171,6 +195,11 @@ class Pool:
                     f"  its output: {os.path.join(self.logs, job.name.replace('/', '__'))}.log"
                 )
             self._report()
+
+    def _status(self) -> None:
+        """One line: where each running run is."""
+        now = [f"{job.name} at {job.steps():,}" for job, _, _ in self.active.values()]
+        self.say(f"{time.strftime('%H:%M')} running: " + ("; ".join(now) or "none"))
 
     def _report(self) -> None:
         self._changed = time.time()

@@ -8,7 +8,9 @@ transitions, as the loop does; compiling is timed separately (``warmup_s``) and 
 the rates. The settings and two GEMM blocks take turns in short rounds, so that a slow spell of
 a shared machine hits them alike: ``time_vs_first`` is the median per-round ratio of a
 setting's time to the first setting's, ``share_of_gemm`` its FLOP rate over the GEMM rate
-timed in the same round.
+timed in the same round. Every row says what ran (``ran``: ``compiled, graphed``, ``eager
+(compile failed: ...)``, ...): a fast path that fell back is named, never timed under its
+name.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from mbrl.agents import SAC, SACUpdates
 from mbrl.buffer import ReplayBuffer, transition_fields
+from mbrl.compiled import tf32_matmuls
 from mbrl.config import SACConfig
 from mbrl.models import DynamicsModel, ModelTrainer, model_config
 from mbrl.tools.benchmarks import ACT, OBS, Bench, gemm_block
@@ -67,14 +70,15 @@ class RealRows:
 
 
 def settings(cuda: bool, compile: bool = True) -> dict[str, dict[str, Any]]:
-    """The settings timed: eager, compiled, and on CUDA graphed, each with amp off and bf16."""
+    """The settings timed: eager, compiled, and on CUDA graphed, each with amp off and bf16
+    (on CUDA with TF32 matmuls, as a run's ``tf32=true``)."""
     ways = [("eager", False, False)]
     if compile:
         ways.append(("compiled", True, False))
         if cuda:
             ways.append(("graphed", True, True))
     return {
-        f"{way}, amp={amp}": {"amp": amp, "compile": c, "graphs": g}
+        f"{way}, amp={amp}": {"amp": amp, "compile": c, "graphs": g, "tf32": cuda}
         for way, c, g in ways
         for amp in ("off", "bf16")
     }
@@ -86,18 +90,20 @@ def sac_updates(
     batch_size: int = 256,
     updates: int = 20,
     reference: str | None = None,
-) -> dict[str, dict[str, float]]:
+) -> dict[str, dict[str, Any]]:
     """Per setting (``amp``, ``compile``, ``graphs``): SAC updates/s of blocks of ``updates``
-    updates, the FLOPs of one update, its share of the GEMM rate and its time against the
-    first setting's; ``reference``: also an older checkout's default, as ``"reference"``."""
+    updates, the FLOPs of one update, its share of the GEMM rate, its time against the
+    first setting's and what ran; ``reference``: also an older checkout's default, as
+    ``"reference"``."""
     runs: dict[str, Callable[[], object]] = {}
-    out: dict[str, dict[str, float]] = {}
+    blocks: dict[str, SACUpdates] = {}
+    out: dict[str, dict[str, Any]] = {}
     for name, v in variants.items():
-        block, warmup = _block(b.device, v, batch_size)
+        blocks[name], warmup = sac_block(b.device, v, batch_size)
         out[name] = {"flops_per_update": _flops(b.device, v, batch_size), "warmup_s": warmup}
-        for _ in range(5):  # (a CUDA graph is captured at the fourth block)
-            block(updates)
-        runs[name] = partial(block, updates)
+        for _ in range(WARM_BLOCKS):
+            blocks[name](updates)
+        runs[name] = partial(blocks[name], updates)
     worker = None
     if reference is not None:
         worker = ReferenceWorker(reference, b.device)
@@ -122,20 +128,27 @@ def sac_updates(
         r["time_vs_first"] = statistics.median(
             s / f for s, f in zip(t[name], t[first], strict=True)
         )
+        r["ran"] = blocks[name].ran if name in blocks else "the reference's default"
     return out
 
 
-def _block(
-    device: torch.device, v: dict[str, Any], batch_size: int
-) -> tuple[Callable[[int], dict[str, Tensor]], float]:
-    """The G-update block of one setting, and the seconds its compile warm-up took."""
+# Blocks run before timing: a CUDA graph is captured at the fourth (GraphedStep's warmup 3).
+WARM_BLOCKS = 5
+
+
+def sac_block(device: torch.device, v: dict[str, Any], batch_size: int) -> tuple[SACUpdates, float]:
+    """The G-update block of one setting (``amp``, ``compile``, ``graphs``, ``tf32``), and
+    the seconds its compile warm-up took (0 when not compiling)."""
     torch.manual_seed(0)
     agent = SAC(OBS, ACT, SACConfig(batch_size=batch_size), device, v["amp"], v["compile"])
+    tf32 = v.get("tf32", False)
     t0 = time.perf_counter()
-    compiled = agent.warm_up()
+    with tf32_matmuls(tf32):  # (as the blocks run: no recompiling)
+        compiled = agent.warm_up()
     warmup = time.perf_counter() - t0 if compiled is not None else 0.0
     gen = torch.Generator(device=device).manual_seed(0)
-    return SACUpdates(agent, RealRows(device), batch_size, gen, v.get("graphs", False)), warmup
+    graphs = v.get("graphs", False)
+    return SACUpdates(agent, RealRows(device), batch_size, gen, graphs, tf32), warmup
 
 
 def _flops(device: torch.device, v: dict[str, Any], batch_size: int) -> float:
@@ -150,15 +163,16 @@ def _flops(device: torch.device, v: dict[str, Any], batch_size: int) -> float:
 
 def model_fits(
     b: Bench, variants: dict[str, dict[str, Any]], rows: int = 5000, reference: str | None = None
-) -> dict[str, dict[str, float]]:
+) -> dict[str, dict[str, Any]]:
     """Per setting (``model``, ``amp``, ``compile``, ``graphs``): model-fit samples/s of one
     epoch over ``rows`` rows per member (7 members), side by side, with the compile warm-up
-    timed apart; ``reference``: an older checkout's default fit of each model as
-    ``"reference, <model>"``."""
+    timed apart and what ran; ``reference``: an older checkout's default fit of each model
+    as ``"reference, <model>"``."""
     runs: dict[str, Callable[[], object]] = {}
-    out: dict[str, dict[str, float]] = {}
+    trainers: dict[str, ModelTrainer] = {}
+    out: dict[str, dict[str, Any]] = {}
     for name, v in variants.items():
-        runs[name], warmup = _fit_epoch(b.device, v, rows)
+        runs[name], trainers[name], warmup = fit_epoch(b.device, v, rows)
         out[name] = {"warmup_s": warmup}
     worker = None
     if reference is not None:
@@ -173,19 +187,24 @@ def model_fits(
             worker.close()
     for name, r in out.items():
         r["samples_per_s"] = 7 * rows / statistics.median(t[name])
+        r["ran"] = trainers[name].step.ran if name in trainers else "the reference's default"
     return out
 
 
-def _fit_epoch(
+def fit_epoch(
     device: torch.device, v: dict[str, Any], rows: int
-) -> tuple[Callable[[], object], float]:
-    """One model-fit epoch of a setting, as a callable, and its compile warm-up in seconds."""
+) -> tuple[Callable[[], object], ModelTrainer, float]:
+    """One model-fit epoch of a setting (``model``, ``amp``, ``compile``, ``graphs``,
+    ``tf32``) as a callable, its trainer, and its compile warm-up in seconds."""
     cfg = model_config(v["model"])
     torch.manual_seed(0)
     model = DynamicsModel(OBS, ACT, cfg).to(device)
     trainer = ModelTrainer(model, cfg, v["amp"], v["compile"], v.get("graphs", False))
+    tf32 = v.get("tf32", False)
     t0 = time.perf_counter()
-    warmup = time.perf_counter() - t0 if trainer.warm_up() is not None else 0.0
+    with tf32_matmuls(tf32):  # (as the epochs run: no recompiling)
+        compiled = trainer.warm_up()
+    warmup = time.perf_counter() - t0 if compiled is not None else 0.0
     d = hopper_rows(rows, device)
     target = model.targets(d["obs"], d["next_obs"], d["rew"])
     inputs = torch.cat([d["obs"], d["act"]], -1)
@@ -193,4 +212,9 @@ def _fit_epoch(
     x, y = model.in_norm(inputs), model.out_norm(target)
     gen = torch.Generator(device=device).manual_seed(0)
     boot = torch.randint(0, rows, (cfg.members, rows), device=device, generator=gen)
-    return partial(trainer._epoch, x, y, boot, gen), warmup
+
+    def epoch() -> Tensor:
+        with tf32_matmuls(tf32):
+            return trainer._epoch(x, y, boot, gen)
+
+    return epoch, trainer, warmup
