@@ -104,6 +104,9 @@ def test_train_then_resume_from_the_command_line(train_cmd: list[str], tmp_path:
     assert "FlowMBPO: MBPO + flow model (3 members, 2 elites) on pendulum" in err
     assert re.search(rf"run folder +{re.escape(run_dir)} \(process \d+\)\n", err)
     assert "tensorboard --logdir" in err and re.search("memory +real buffer", err)
+    cores = os.cpu_count() or 1  # the threads it uses, and why (docs/benchmarks.md, Threads)
+    why = f" of {cores} cores: safe beside other runs; alone, threads={cores} is faster"
+    assert f"1 torch thread{why if cores > 1 else ''})" in err
     assert "model fit: epoch 1, holdout nll" in err and "rollout: 100 starts x" in err
     assert "finished at step 300" in err and "best" in err
     assert "estimated time to finish: about" in err and "SAC updates" in err  # once rates exist
