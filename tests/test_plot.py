@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 from test_cli import TINY
 
@@ -105,3 +106,19 @@ def test_labels_name_only_what_differs(tmp_path: str, hydra: bool) -> None:
         ("model=flow", 2),
         ("model=gaussian", 2),
     ]
+
+
+def test_the_band_averages_the_seeds_that_reached_each_step() -> None:
+    """A seed stopped at step 2 does not carry its last value on: at steps 3 and 4 the mean is
+    the other seeds' alone, and the std is theirs (one seed: 0)."""
+    from mbrl.tools.plotting import band
+
+    a = (np.array([1.0, 2.0, 3.0, 4.0]), np.array([10.0, 20.0, 30.0, 40.0]))
+    b = (np.array([1.0, 2.0, 3.0]), np.array([0.0, 0.0, 50.0]))
+    c = (np.array([1.0, 2.0]), np.array([5.0, 5.0]))
+    grid, mean, std = band([a, b, c])
+    assert grid.tolist() == [1.0, 2.0, 3.0, 4.0]
+    reached = [[10, 0, 5], [20, 0, 5], [30, 50], [40]]  # the values at steps 1, 2, 3, 4
+    expected_std = [np.std(r, ddof=1) if len(r) > 1 else 0.0 for r in reached]
+    assert mean.tolist() == pytest.approx([5.0, 25 / 3, 40.0, 40.0])
+    assert std.tolist() == pytest.approx(expected_std)

@@ -198,6 +198,18 @@ def load_reference(path: str) -> Reference:
     return Reference(label, values[:, 0], values[:, 1], values[:, 2])
 
 
+def band(curves: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, ...]:
+    """Steps, mean and sample std (ddof 1; 0 where one seed) over the seeds that reached each
+    step: a run that stopped earlier leaves the steps after its last point (not carried on)."""
+    grid = np.unique(np.concatenate([c[0] for c in curves]))
+    inside = np.stack([(grid >= st[0]) & (grid <= st[-1]) for st, _ in curves])
+    ys = np.stack([np.interp(grid, st, v) for st, v in curves]) * inside
+    n = inside.sum(0)
+    mean = ys.sum(0) / n
+    var = (((ys - mean) * inside) ** 2).sum(0) / np.maximum(n - 1, 1)
+    return grid, mean, np.sqrt(var)
+
+
 def plot_curves(
     settings: list[Setting],
     out: str,
@@ -223,9 +235,7 @@ def plot_curves(
         curves = [c for c in curves if len(c[0])]
         if not curves:
             continue
-        grid = np.unique(np.concatenate([c[0] for c in curves]))
-        ys = np.stack([np.interp(grid, st, v) for st, v in curves])
-        mean, std = ys.mean(0), ys.std(0, ddof=1) if len(ys) > 1 else np.zeros(len(grid))
+        grid, mean, std = band(curves)
         seeds = f"{len(curves)} seed{'' if len(curves) == 1 else 's'}"
         (line,) = ax.plot(grid, mean, label=f"{s.label} ({seeds})")
         ax.fill_between(grid, mean - std, mean + std, alpha=0.2, color=line.get_color())
