@@ -8,7 +8,7 @@ import os
 import re
 import subprocess
 
-from mbrl.tools.config_table import builtin_models
+from mbrl.tools.config_reference import builtin_models
 
 # The default algorithm (MBPO + flow model), shrunk to seconds: model phases at 100 and 200.
 TINY = [

@@ -18,14 +18,14 @@ from torch import Tensor, nn
 
 from flows.nn import ReLU
 from mbrl.agents import SAC, SACUpdates
+from mbrl.bench import micro, update_bench
+from mbrl.bench.update_bench import RealRows
 from mbrl.compiled import FallbackError, strict
 from mbrl.config import ConfigError, SACConfig
 from mbrl.models import DynamicsModel, ModelTrainer
 from mbrl.models.fit_step import minibatches
 from mbrl.models.flow import FlowArchConfig
 from mbrl.runtime.speed import AUTO_COMPILE_UPDATES, resolve_compile
-from mbrl.tools import benchmarks, update_bench
-from mbrl.tools.update_bench import RealRows
 from mbrl.trainer import Trainer
 
 from test_trainer import _rows, tiny_config
@@ -215,7 +215,7 @@ def test_a_run_whose_compiling_fails_says_so_in_its_start_block_and_metrics(
 def test_every_bench_row_says_what_ran(monkeypatch: pytest.MonkeyPatch) -> None:
     """A compiled setting whose compiling failed is reported as eager, with the cause."""
     monkeypatch.delenv("FLOWMBPO_STRICT", raising=False)
-    b = benchmarks.Bench(torch.device("cpu"), repeats=1, warmup=0)
+    b = micro.Bench(torch.device("cpu"), repeats=1, warmup=0)
     variants = {
         "eager": {"amp": "off", "compile": False},
         "compiled": {"amp": "off", "compile": True},

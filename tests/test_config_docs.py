@@ -14,7 +14,7 @@ from flows import EnsembleConditionalFlow
 from flows.coupled import CoupledFlows
 from mbrl.config import FlowConfig
 from mbrl.models.flow import FlowArchConfig
-from mbrl.tools.config_table import builtin_models, defaults, markdown, model_rows
+from mbrl.tools.config_reference import builtin_models, defaults, markdown, model_rows
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 

@@ -13,11 +13,11 @@ import torch
 from torch import Tensor
 
 from mbrl.agents import SAC, ActingPolicy, SACUpdates
+from mbrl.bench.update_bench import RealRows
 from mbrl.compiled import FallbackError, GraphedStep, tf32_matmuls
 from mbrl.config import SACConfig
 from mbrl.models import DynamicsModel, ModelTrainer
 from mbrl.runtime.timer import PhaseTimer
-from mbrl.tools.update_bench import RealRows
 
 from tests_support import tiny_model_config
 

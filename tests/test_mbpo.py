@@ -140,8 +140,8 @@ def test_cuda_compiled_run(tmp_path: str) -> None:
 
 
 def test_bench_times_a_trained_agent_both_ways(tmp_path: str) -> None:
-    from mbrl.tools.benchmarks import Bench
-    from mbrl.tools.loop_bench import trained_sac_update
+    from mbrl.bench.loop_bench import trained_sac_update
+    from mbrl.bench.micro import Bench
 
     trainer = Trainer(mbpo_config(total_steps=100), os.path.join(tmp_path, "run"))
     trainer.run()

@@ -12,8 +12,8 @@ from typing import Any
 import torch
 
 from mbrl.agents import SAC
+from mbrl.bench.micro import ACT, OBS, Bench
 from mbrl.config import Config
-from mbrl.tools.benchmarks import ACT, OBS, Bench
 from mbrl.trainer import Trainer
 
 # The whole-loop benchmark's fixed short Hopper MBPO run, as dotted config keys (also handed
