@@ -5,9 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from torch import nn
 
+from mbrl.config import ConfigError, ModelConfig
 from mbrl.envs import make_env
 from mbrl.models import DynamicsModel, GaussianEnsemble, ModelTrainer, Normalizer
+from mbrl.models.registry import model_class
 
 from tests_support import tiny_model_config as _cfg
 
@@ -185,3 +188,15 @@ def test_the_bars_holdout_figure_is_the_logged_one(name: str) -> None:
     key = "model/holdout_nll" if cfg.criterion == "nll" else "model/holdout_mse"
     assert len(shown) == out["model/epochs"]
     assert shown[-1] == pytest.approx(float(out[key]), rel=1e-5)
+
+
+class _Unstated(nn.Module):
+    """A model class that leaves out what the WorldModel protocol asks it to state."""
+
+    config = ModelConfig
+    scores = ("mse",)
+
+
+def test_a_model_class_that_does_not_state_its_shared_parameters_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"has no `shared` \(the names of its parameters"):
+        model_class(f"{__name__}._Unstated")

@@ -1,4 +1,4 @@
-"""The dynamics model: a world model (any :class:`~mbrl.models.base.WorldModel`) over
+"""The dynamics model: a world model (any :class:`~mbrl.models.protocol.WorldModel`) over
 [ds, r] given (s, a), with the standardisation of its inputs and targets and its elites."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import torch
 from torch import Tensor, nn
 
 from mbrl.config import ModelConfig
-from mbrl.models.base import build_model
 from mbrl.models.normalizer import Normalizer
+from mbrl.models.registry import build_model
 
 
 class DynamicsModel(nn.Module):

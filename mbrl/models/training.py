@@ -25,9 +25,9 @@ from torch import Tensor
 from mbrl import collectives
 from mbrl.compiled import Compiled
 from mbrl.config import ModelConfig
-from mbrl.models.base import build_model
 from mbrl.models.dynamics import DynamicsModel
 from mbrl.models.fit_step import FitProgress, FitStep, minibatches
+from mbrl.models.registry import build_model
 from mbrl.optim import AMP_DTYPES, GuardedStep, adam, autocast
 
 # (epoch, the holdout score logged at the fit's end as model/holdout_<criterion>, were it to
@@ -58,7 +58,7 @@ class ModelTrainer:
         """``compile``: the minibatch loss (and its backward) through torch.compile;
         ``graphs`` (CUDA): each minibatch step as one CUDA graph replay."""
         self.model, self.cfg = model, cfg
-        shared = getattr(model.density, "shared", ())
+        shared = model.density.shared  # (WorldModel.shared: no member dimension)
         # Best-epoch snapshots cover the per-member parameters; shared ones keep their last value.
         self._members = [p for n, p in model.density.named_parameters() if n not in shared]
         if any(p.shape[0] != cfg.members for p in self._members):
