@@ -27,7 +27,7 @@ from mbrl.overrides import CONFIG_GROUPS, fail, override_key
 from mbrl.runtime import distributed, interrupt, runlock
 from mbrl.runtime.checkpoint import CheckpointError, check_layout, load
 from mbrl.runtime.disk import check_disk
-from mbrl.runtime.idle import idle_sweeps, swept_values
+from mbrl.runtime.inert_settings import inert_sweeps, swept_values
 from mbrl.runtime.memory import check_memory
 from mbrl.runtime.utils import resolve_device
 from mbrl.runtime.validate import validate
@@ -196,7 +196,7 @@ class ValidateCallback(Callback):
         except (ConfigError, CheckpointError) as err:
             fail(err)
         sweeps = swept_values(list(config.hydra.overrides.task), CONFIG_GROUPS)
-        for line in idle_sweeps(base, sweeps):  # before the jobs: they would all be one run
+        for line in inert_sweeps(base, sweeps):  # before the jobs: they would all be one run
             print(line, file=sys.stderr, flush=True)
 
 

@@ -130,7 +130,7 @@ def test_a_padded_minibatch_trains_on_bnns_partial_batch(name: str) -> None:
     assert weight[:2].eq(1).all() and weight[2, :, :6].eq(1).all() and weight[2, :, 6:].eq(0).all()
     assert torch.equal(idx.transpose(0, 1).reshape(2, 96)[:, :70], order)
     x, y = torch.randn(70, 4), torch.randn(70, 4)
-    params = list(model.density.parameters())
+    params = list(model.ensemble.parameters())
     padded, _ = model.loss(x[idx[2]], y[idx[2]], weight[2])
     got = torch.autograd.grad(padded, params)
     tail = order[:, 64:]
@@ -162,7 +162,7 @@ def test_compiled_fit_epoch_matches_eager(name: str, monkeypatch: pytest.MonkeyP
     boot = torch.randint(0, 100, (3, 100), generator=g)
     losses = [t._epoch(x, y, boot, torch.Generator().manual_seed(1)) for t in trainers]
     torch.testing.assert_close(losses[0], losses[1], rtol=1e-4, atol=1e-5)
-    eager, compiled = (t.model.density.parameters() for t in trainers)
+    eager, compiled = (t.model.ensemble.parameters() for t in trainers)
     for p, q in zip(eager, compiled, strict=True):
         torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)
 

@@ -74,7 +74,7 @@ def trained_sac_update(b: Bench, trainer: Trainer, updates: int = 20) -> dict[st
     batches, from two copies of its state taken side by side: one with denormal floats flushed
     to zero, one with them kept. Leaves flushing on, as the bench runs."""
     cfg, agent, gen = trainer.cfg, trainer.agent, torch.Generator(device=b.device).manual_seed(0)
-    batches = [trainer.data.batch(cfg.agent.batch_size, gen) for _ in range(updates)]
+    batches = [trainer.model_side.batch(cfg.agent.batch_size, gen) for _ in range(updates)]
     copies = {}
     for flush in (True, False):
         copies[flush] = SAC(OBS, ACT, cfg.agent, b.device, trainer.amp)
