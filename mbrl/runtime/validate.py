@@ -31,7 +31,7 @@ from mbrl.config import (
     ModelConfig,
     SACConfig,
 )
-from mbrl.envs.registry import ENVS
+from mbrl.envs.specs import ENVS
 from mbrl.models.registry import MODELS, config_class, model_class
 
 # Keys an older config left null for "the model's default" (the model's config sets them now).
