@@ -22,7 +22,8 @@ An ensemble of E such flows in one batched module (a leading member dimension):
 True
 """
 
-from flows.flow import TRANSFORMS, ConditionalFlow, EnsembleConditionalFlow, FlowDistribution
+from flows.defaults import TRANSFORMS
+from flows.flow import ConditionalFlow, EnsembleConditionalFlow, FlowDistribution
 from flows.nn import EnsembleLinear, EnsembleMLP
 
 __all__ = [

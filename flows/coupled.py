@@ -20,6 +20,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
+from flows.defaults import DEFAULTS
 from flows.flow import ConditionalFlow
 
 
@@ -28,11 +29,11 @@ class CoupledFlows(nn.Module):
         self,
         dim: int,
         *,
-        layers: int = 4,
-        transform: str = "spline",
-        hidden: Sequence[int] = (128, 128),
-        bins: int = 8,
-        tail_bound: float = 4.0,
+        layers: int = DEFAULTS.layers,
+        transform: str = DEFAULTS.transform,
+        hidden: Sequence[int] = DEFAULTS.hidden,
+        bins: int = DEFAULTS.bins,
+        tail_bound: float = DEFAULTS.tail_bound,
     ) -> None:
         super().__init__()
 

@@ -24,11 +24,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.distributions import Distribution, constraints
 
+from flows.defaults import DEFAULTS, TRANSFORMS
 from flows.nn import EnsembleLinear, EnsembleMLP, fp32
 from flows.nn import full as _full
 from flows.splines import TAIL_DERIVATIVE_LOGIT, params_per_dim, rq_spline
 
-TRANSFORMS = ("spline", "affine")
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
 
@@ -46,13 +46,13 @@ class EnsembleConditionalFlow(nn.Module):
         dim: int,
         context_dim: int = 0,
         *,
-        layers: int = 4,
-        transform: str = "spline",
-        hidden: Sequence[int] = (128, 128),
-        bins: int = 8,
-        tail_bound: float = 4.0,
-        embed_hidden: Sequence[int] = (200, 200),
-        embed_dim: int = 128,
+        layers: int = DEFAULTS.layers,
+        transform: str = DEFAULTS.transform,
+        hidden: Sequence[int] = DEFAULTS.hidden,
+        bins: int = DEFAULTS.bins,
+        tail_bound: float = DEFAULTS.tail_bound,
+        embed_hidden: Sequence[int] = DEFAULTS.embed_hidden,
+        embed_dim: int = DEFAULTS.embed_dim,
         affine_clamp: float = 3.0,
         log_scale_bounds: tuple[float, float] = (-10.0, 2.0),
     ) -> None:

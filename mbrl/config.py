@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 from hydra.core.config_store import ConfigStore
 
+from flows.defaults import DEFAULTS as FLOW
+
 DEVICES = ("auto", "cpu", "cuda")
 AMP_MODES = ("auto", "off", "bf16", "fp16")
 ACT_DEVICES = ("auto", "cpu", "train")
@@ -93,13 +95,17 @@ class SACConfig:
 
 @dataclass
 class FlowConfig:
-    """A coupling flow's architecture (the world model's and the rewarder's flows)."""
+    """A coupling flow's architecture (the world model's and the rewarder's flows); the
+    defaults are the flow library's own (``flows.defaults.DEFAULTS``)."""
 
-    transform: str = "spline"  # spline (rational-quadratic) | affine coupling layers
-    layers: int = 4  # coupling layers, a fixed permutation between them
-    hidden: list[int] = field(default_factory=lambda: [128, 128])  # each coupling's conditioner
-    bins: int = 8  # spline bins
-    tail_bound: float = 4.0  # spline on [-B, B] (normalised units), identity outside
+    # spline (rational-quadratic) | affine coupling layers
+    transform: str = FLOW.transform
+    layers: int = FLOW.layers  # coupling layers, a fixed permutation between them
+    # each coupling's conditioner
+    hidden: list[int] = field(default_factory=lambda: list(FLOW.hidden))
+    bins: int = FLOW.bins  # spline bins
+    # spline on [-B, B] (normalised units), identity outside
+    tail_bound: float = FLOW.tail_bound
 
 
 @dataclass

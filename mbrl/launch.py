@@ -22,12 +22,12 @@ from omegaconf import DictConfig, OmegaConf
 
 from mbrl.compiled import strict
 from mbrl.config import Config, ConfigError
-from mbrl.envs import env_dims, make_env
+from mbrl.envs import ENVS, env_dims, make_env
 from mbrl.overrides import CONFIG_GROUPS, fail, override_key
 from mbrl.runtime import distributed, interrupt, runlock
 from mbrl.runtime.checkpoint import CheckpointError, check_layout, load
 from mbrl.runtime.disk import check_disk
-from mbrl.runtime.idle import idle_sweeps, swept_values
+from mbrl.runtime.inert_settings import inert_sweeps, swept_values
 from mbrl.runtime.memory import check_memory
 from mbrl.runtime.utils import resolve_device
 from mbrl.runtime.validate import validate
@@ -75,6 +75,9 @@ def register_resolvers() -> None:
         # Multirun job folders are named after their overrides; long override lists would
         # exceed the file-name limit, so they are cut and made unique with a hash.
         OmegaConf.register_new_resolver("short_dirname", short_dirname)
+    if not OmegaConf.has_resolver("env_choices"):
+        # --help lists the envs registered (mbrl.envs.register_env), a plug-in's too.
+        OmegaConf.register_new_resolver("env_choices", lambda: ", ".join(sorted(ENVS)))
     if not OmegaConf.has_resolver("hydra_subdir"):
         # Keep the original .hydra/ of a resumed run; the resume's own goes beside it.
         OmegaConf.register_new_resolver(
@@ -196,7 +199,7 @@ class ValidateCallback(Callback):
         except (ConfigError, CheckpointError) as err:
             fail(err)
         sweeps = swept_values(list(config.hydra.overrides.task), CONFIG_GROUPS)
-        for line in idle_sweeps(base, sweeps):  # before the jobs: they would all be one run
+        for line in inert_sweeps(base, sweeps):  # before the jobs: they would all be one run
             print(line, file=sys.stderr, flush=True)
 
 

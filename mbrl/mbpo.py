@@ -1,7 +1,8 @@
 """MBPO (Janner et al. 2019), Algorithm 2: :func:`train` is the loop on one screen. The model
 side (model fits, the rewarder, rollouts into the model pool, batches mixed from the real
-buffer and the pool) is :class:`MBPO`; model-free SAC is the same loop with :class:`ModelFree`,
-whose model phase is never due and whose batches come from the real buffer alone."""
+buffer and the pool) is :class:`ModelSide`; model-free SAC is the same loop with
+:class:`ModelFree`, whose model phase is never due and whose batches come from the real buffer
+alone."""
 
 from __future__ import annotations
 
@@ -42,8 +43,8 @@ class Run(Protocol):
 
     cfg: Config
     agent: SAC
-    sac_updates: SACUpdates  # n updates, each on a batch from data.batch (compiled / graphed)
-    data: MBPO | ModelFree
+    sac_updates: SACUpdates  # n updates, each on a model_side.batch (compiled / graphed)
+    model_side: ModelSide | ModelFree
     collector: Collector  # D_env's writer; counts env steps
     gens: dict[str, torch.Generator]
 
@@ -61,23 +62,24 @@ def train(run: Run, stop: Callable[[], bool]) -> bool:
     """Algorithm 2 until ``cfg.total_steps`` env steps; True when ``stop()`` (a Ctrl-C, agreed
     by every rank) ended it early.
 
-    D_env is ``run.collector``'s real buffer, D_model the model pool in ``run.data``. With
-    ``env.num_envs`` copies (on each of the ranks of a torchrun), an iteration takes
+    D_env is ``run.collector``'s real buffer, D_model the model pool in ``run.model_side``.
+    With ``env.num_envs`` copies (on each of the ranks of a torchrun), an iteration takes
     n = copies x ranks env steps at once and then n x G updates, so updates per env step (and
     every schedule in env steps) stay MBPO's."""
-    cfg, data, timer, env = run.cfg, run.data, run.timer, run.collector
-    gen, n = run.gens["train"], env.step_size
-    while env.envstep_count < cfg.total_steps:
-        if data.model_phase_due(env.envstep_count, n):  # every model_train_freq env steps:
-            # train the model on D_env, then roll it out from D_env's states into D_model
-            metrics = data.model_phase(env.envstep_count, gen, timer, stop)
+    cfg, model_side, timer, collector = run.cfg, run.model_side, run.timer, run.collector
+    gen, n = run.gens["train"], collector.step_size
+    while collector.envstep_count < cfg.total_steps:
+        # every model_train_freq env steps: train the model on D_env, then roll it out from
+        # D_env's states into D_model
+        if model_side.model_phase_due(collector.envstep_count, n):
+            metrics = model_side.model_phase(collector.envstep_count, gen, timer, stop)
             if metrics is None:  # Ctrl-C during the fit: paused after an epoch, resumable
                 return True
             run.after_model_phase(metrics)
         with timer.phase("env"):  # take an action in each env; add the transitions to D_env
             run.step_env()
         sac_metrics = None
-        if env.envstep_count > cfg.algorithm.init_steps and data.ready():
+        if collector.envstep_count > cfg.algorithm.init_steps and model_side.ready():
             with timer.phase("sac"):  # G policy updates per env step, on D_env and D_model
                 sac_metrics = run.sac_updates(n * cfg.algorithm.updates_per_step)
         run.after_step(sac_metrics)
@@ -126,7 +128,7 @@ class ModelFree:
             raise ValueError("a model-free run cannot load MBPO state (the checkpoint is MBPO's)")
 
 
-class MBPO:
+class ModelSide:
     """The model side of the loop: :meth:`model_phase` (fit, rollouts) and :meth:`batch`."""
 
     def __init__(

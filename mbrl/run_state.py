@@ -20,7 +20,7 @@ from mbrl.agents import SAC, ActingPolicy
 from mbrl.buffer import ReplayBuffer
 from mbrl.collector import Collector
 from mbrl.config import Config
-from mbrl.mbpo import MBPO, ModelFree
+from mbrl.mbpo import ModelFree, ModelSide
 from mbrl.runtime import checkpoint, distributed
 from mbrl.runtime.eta import RunClock
 from mbrl.runtime.timer import PhaseTimer
@@ -36,7 +36,7 @@ class Parts(Protocol):
     agent: SAC
     acting: ActingPolicy
     buffer: ReplayBuffer
-    data: MBPO | ModelFree
+    model_side: ModelSide | ModelFree
     collector: Collector
     gens: dict[str, torch.Generator]
     updates: int
@@ -47,25 +47,9 @@ class Parts(Protocol):
     timer: PhaseTimer
 
 
-class Silent:
-    """The logger of ranks other than 0: they log nothing (rank 0 logs for the run)."""
-
-    def log(self, step: int, metrics: dict[str, Any]) -> dict[str, float | int]:
-        return {}
-
-    def state_dict(self) -> dict[str, Any]:
-        return {}
-
-    def load_state_dict(self, state: dict[str, Any], step: int) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
 def buffers(t: Parts) -> dict[str, ReplayBuffer]:
     """The real buffer, and the model pool in an MBPO run."""
-    return {"real": t.buffer, **t.data.buffers()}
+    return {"real": t.buffer, **t.model_side.buffers()}
 
 
 def state_dict(t: Parts, logger_state: dict[str, Any]) -> dict[str, Any] | None:
@@ -90,7 +74,7 @@ def state_dict(t: Parts, logger_state: dict[str, Any]) -> dict[str, Any] | None:
         "best_step": t.best_step,
         "last_eval": dict(t.last_eval),
         "agent": t.agent.state_dict(),
-        "algorithm": t.data.state_dict(),
+        "algorithm": t.model_side.state_dict(),
         "logger": logger_state,
         "clock": t.clock.state_dict(t.timer.grand),
         **parts[0],
@@ -108,7 +92,7 @@ def load(t: Parts, run_dir: str) -> dict[str, Any]:
     for name, buffer in buffers(t).items():
         buffer.load_state_dict(own["buffers"][name])
     try:
-        t.data.load_state_dict(state["algorithm"])
+        t.model_side.load_state_dict(state["algorithm"])
         t.collector.load_state_dict(own["collector"])
     except ValueError as err:
         raise checkpoint.CheckpointError(f"{run_dir}: {err}") from None
@@ -116,14 +100,14 @@ def load(t: Parts, run_dir: str) -> dict[str, Any]:
     t.updates, t.best_return = state["updates"], state["best_return"]
     t.best_step = state.get("best_step", 0)
     t.last_eval = state["last_eval"]
-    fits = t.data.model_trainer.fits if isinstance(t.data, MBPO) else 0
+    fits = t.model_side.model_trainer.fits if isinstance(t.model_side, ModelSide) else 0
     t.clock.load_state_dict(state.get("clock"), fits)  # (None: written before it was saved)
     return state
 
 
 def shared_tensors(t: Parts) -> list[Tensor]:
     """Every floating-point tensor the ranks share (networks, the model, the rewarder)."""
-    state = {"agent": t.agent.state_dict(), "algorithm": t.data.state_dict()}
+    state = {"agent": t.agent.state_dict(), "algorithm": t.model_side.state_dict()}
     return [x for x in _tensors(state) if x.is_floating_point()]
 
 

@@ -21,12 +21,12 @@ from mbrl.config import Config
 from mbrl.envs import env_spec, episode_limit
 from mbrl.envs.vector import make_vector_env, resolve_vector, vector_dims
 from mbrl.evaluator import EVAL_SEED, Evaluator
-from mbrl.mbpo import MBPO, ModelFree, train
+from mbrl.mbpo import ModelFree, ModelSide, train
 from mbrl.runtime import checkpoint, distributed, interrupt, report, runlock
 from mbrl.runtime.disk import checkpoint_sizes
 from mbrl.runtime.eta import RunClock
 from mbrl.runtime.interrupt import StopRequest
-from mbrl.runtime.logger import Logger
+from mbrl.runtime.logger import Logger, SilentLogger
 from mbrl.runtime.memory import check_memory
 from mbrl.runtime.progress import Progress, episodes
 from mbrl.runtime.speed import resolve_amp, resolve_compile
@@ -83,7 +83,7 @@ class Trainer:
         act_device = resolve_act_device(cfg.agent.act_device, self.device)
         self.acting = ActingPolicy(self.agent, act_device, cfg.agent.act_sync_every)
         with seeded(cfg.seed + MODEL_SEED, self.device):
-            self.data = self._build_data(obs_dim, act_dim)
+            self.model_side = self._build_model_side(obs_dim, act_dim)
         # MBPO: a transition reaches D_env when its episode ends (mbpo.real_data); SAC: at once.
         commit = cfg.mbpo.real_data if cfg.algorithm.name == "mbpo" else "step"
         limit = episode_limit(cfg.env.name, cfg.env.version, cfg.env.max_episode_steps)
@@ -96,7 +96,7 @@ class Trainer:
         }
         # The G updates after each env step: one compiled (CUDA: graphed) block.
         b, gen, graphs = cfg.agent.batch_size, self.gens["train"], self.compiling.graphs
-        self.sac_updates = SACUpdates(self.agent, self.data, b, gen, graphs, self.tf32)
+        self.sac_updates = SACUpdates(self.agent, self.model_side, b, gen, graphs, self.tf32)
         self.compiled: dict[str, Compiled] = {}  # what was compiled: warm-up time, failure
         self.updates, self.init_steps = 0, cfg.algorithm.init_steps
         self.best_return, self.best_step = -float("inf"), 0
@@ -111,7 +111,7 @@ class Trainer:
         if resumed is None:
             distributed.broadcast_(run_state.shared_tensors(self))  # rank 0's weights everywhere
         self.resumed_at = None if resumed is None else self.env_steps
-        self.logger: Logger | run_state.Silent = run_state.Silent()
+        self.logger: Logger | SilentLogger = SilentLogger()
         if self.main:  # files only now: a resume from a bad checkpoint leaves them untouched
             self._start_files(run_dir)
         if resumed is not None:
@@ -132,14 +132,15 @@ class Trainer:
         profile = self.cfg.profile.enabled  # (what an immediate quit, Ctrl-C, says from now on)
         interrupt.describe(lambda moment: report.quit_text(moment, run_dir, self.ckpt, profile))
 
-    def _build_data(self, obs_dim: int, act_dim: int) -> MBPO | ModelFree:
+    def _build_model_side(self, obs_dim: int, act_dim: int) -> ModelSide | ModelFree:
         """Where SAC's batches come from: MBPO's model side, or the real buffer alone."""
         cfg = self.cfg
         if cfg.algorithm.name != "mbpo":
             return ModelFree(self.buffer)
         term_fn = env_spec(cfg.env.name).termination_fn
         fast = (self.model_amp, self.compiling.on, self.compiling.graphs, self.tf32)  # (its order)
-        return MBPO(obs_dim, act_dim, cfg, self.device, term_fn, self.buffer, self.agent, *fast)
+        args = (obs_dim, act_dim, cfg, self.device, term_fn, self.buffer, self.agent)
+        return ModelSide(*args, *fast)
 
     @property
     def env_steps(self) -> int:
@@ -156,7 +157,7 @@ class Trainer:
             print(report.start_text(self), file=sys.stderr, flush=True)
         shown = cfg.logger.progress and self.main
         self.progress = Progress(cfg.total_steps, self.env_steps, shown, self.init_steps)
-        self.data.status = self.progress.phase
+        self.model_side.status = self.progress.phase
         try:
             with stop:
                 if train(self, stop.agreed):
@@ -181,12 +182,13 @@ class Trainer:
         if not self.compiling.on or self.compiled:
             return
         if self.main:
-            what = "the SAC update" + (" and the model fit" if isinstance(self.data, MBPO) else "")
+            fits = isinstance(self.model_side, ModelSide)
+            what = "the SAC update" + (" and the model fit" if fits else "")
             print(f"compiling {what} (torch.compile)...", file=sys.stderr, flush=True)
         with self.timer.phase("compile"), tf32_matmuls(self.tf32):  # (as updates and fits run)
             parts = {"SAC update": self.agent.warm_up()}
-            if isinstance(self.data, MBPO):
-                parts["model fit"] = self.data.model_trainer.warm_up()
+            if isinstance(self.model_side, ModelSide):
+                parts["model fit"] = self.model_side.model_trainer.warm_up()
         self.compiled = {name: c for name, c in parts.items() if c is not None}
 
     # --- the loop's hooks (mbrl.mbpo.Run) -------------------------------------------------

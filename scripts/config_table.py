@@ -7,7 +7,7 @@ import argparse
 import os
 import sys
 
-from mbrl.tools.config_table import markdown
+from mbrl.tools.config_reference import markdown
 
 PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "config.md")
 

@@ -92,9 +92,9 @@ def test_bf16_gaussian_heads_are_fp32() -> None:
     torch.manual_seed(0)
     model = DynamicsModel(11, 3, tiny_model_config("gaussian", members=3, elites=2))
     x = torch.randn(3, 256, 14)
-    full = model.density(x)
+    full = model.ensemble(x)
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        low = model.density(x)
+        low = model.ensemble(x)
         loss, _ = model.loss(x, torch.randn(3, 256, 12))
     assert low.mean.dtype == low.logvar.dtype == loss.dtype == torch.float32
     assert float((low.mean - full.mean).abs().max()) < 0.02

@@ -10,9 +10,9 @@ import sys
 import pytest
 import torch
 
+from mbrl.bench import loop_bench, reference_worker, scale_bench, update_bench
+from mbrl.bench import micro as bench
 from mbrl.config import Config
-from mbrl.tools import benchmarks as bench
-from mbrl.tools import loop_bench, reference_worker, scale_bench, update_bench
 
 EAGER = {"amp": "off", "compile": False}
 
@@ -112,7 +112,7 @@ def test_bench_script_eval_only_writes_the_eval_rows(tmp_path: str) -> None:
 
 
 def test_sampling_rows_count_env_steps_of_every_copy() -> None:
-    from mbrl.tools.scale_runs import bench_sampling
+    from mbrl.bench.scale_runs import bench_sampling
 
     rows = bench_sampling(counts=(1, 2), modes=("sync",), env_steps=40, updates_per_step=1)
     assert [r["name"] for r in rows] == ["num_envs=1 sync", "num_envs=2 sync"]

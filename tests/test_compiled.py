@@ -18,14 +18,14 @@ from torch import Tensor, nn
 
 from flows.nn import ReLU
 from mbrl.agents import SAC, SACUpdates
+from mbrl.bench import micro, update_bench
+from mbrl.bench.update_bench import RealRows
 from mbrl.compiled import FallbackError, strict
 from mbrl.config import ConfigError, SACConfig
 from mbrl.models import DynamicsModel, ModelTrainer
 from mbrl.models.fit_step import minibatches
 from mbrl.models.flow import FlowArchConfig
 from mbrl.runtime.speed import AUTO_COMPILE_UPDATES, resolve_compile
-from mbrl.tools import benchmarks, update_bench
-from mbrl.tools.update_bench import RealRows
 from mbrl.trainer import Trainer
 
 from test_trainer import _rows, tiny_config
@@ -130,7 +130,7 @@ def test_a_padded_minibatch_trains_on_bnns_partial_batch(name: str) -> None:
     assert weight[:2].eq(1).all() and weight[2, :, :6].eq(1).all() and weight[2, :, 6:].eq(0).all()
     assert torch.equal(idx.transpose(0, 1).reshape(2, 96)[:, :70], order)
     x, y = torch.randn(70, 4), torch.randn(70, 4)
-    params = list(model.density.parameters())
+    params = list(model.ensemble.parameters())
     padded, _ = model.loss(x[idx[2]], y[idx[2]], weight[2])
     got = torch.autograd.grad(padded, params)
     tail = order[:, 64:]
@@ -162,7 +162,7 @@ def test_compiled_fit_epoch_matches_eager(name: str, monkeypatch: pytest.MonkeyP
     boot = torch.randint(0, 100, (3, 100), generator=g)
     losses = [t._epoch(x, y, boot, torch.Generator().manual_seed(1)) for t in trainers]
     torch.testing.assert_close(losses[0], losses[1], rtol=1e-4, atol=1e-5)
-    eager, compiled = (t.model.density.parameters() for t in trainers)
+    eager, compiled = (t.model.ensemble.parameters() for t in trainers)
     for p, q in zip(eager, compiled, strict=True):
         torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)
 
@@ -215,7 +215,7 @@ def test_a_run_whose_compiling_fails_says_so_in_its_start_block_and_metrics(
 def test_every_bench_row_says_what_ran(monkeypatch: pytest.MonkeyPatch) -> None:
     """A compiled setting whose compiling failed is reported as eager, with the cause."""
     monkeypatch.delenv("FLOWMBPO_STRICT", raising=False)
-    b = benchmarks.Bench(torch.device("cpu"), repeats=1, warmup=0)
+    b = micro.Bench(torch.device("cpu"), repeats=1, warmup=0)
     variants = {
         "eager": {"amp": "off", "compile": False},
         "compiled": {"amp": "off", "compile": True},

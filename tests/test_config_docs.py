@@ -1,20 +1,16 @@
-"""Defaults are stated once (mbrl/config.py): the generated reference, the README's table, the
-config groups and the flow library's own defaults all agree with it."""
+"""Defaults are stated once (mbrl/config.py; a flow's architecture in flows/flow.py, which the
+config reads): the generated reference, the README's table and the config groups agree with it."""
 
 from __future__ import annotations
 
-import inspect
 import os
 import re
 
 import pytest
 import yaml
 
-from flows import EnsembleConditionalFlow
-from flows.coupled import CoupledFlows
-from mbrl.config import FlowConfig
-from mbrl.models.flow import FlowArchConfig
-from mbrl.tools.config_table import builtin_models, defaults, markdown, model_rows
+from mbrl.envs import ENVS
+from mbrl.tools.config_reference import builtin_models, defaults, markdown, model_rows
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 
@@ -29,7 +25,10 @@ def test_docs_config_md_is_generated_from_the_dataclasses() -> None:
 
 
 def test_every_key_has_a_meaning_in_the_reference() -> None:
-    rows = [line for line in markdown().splitlines() if line.startswith("| `")]
+    keys, envs = markdown().split("\n## Environments")
+    rows = [line for line in keys.splitlines() if line.startswith("| `")]
+    named = [line.split("`")[1] for line in envs.splitlines() if line.startswith("| `")]
+    assert named == ["env=", *ENVS]  # (the header, then a row per registered env)
     assert len(rows) == len(defaults()) + sum(len(model_rows(c)) for c in builtin_models().values())
     assert not [r for r in rows if r.endswith("|  |")], "a config field without a comment"
 
@@ -55,34 +54,21 @@ def test_the_key_tables_defaults_equal_the_dataclasses(page: str) -> None:
     assert checked >= 15  # the page's table is read (a format change would skip it)
 
 
-def _signature_defaults(fn: object) -> dict[str, object]:
-    params = inspect.signature(fn).parameters  # type: ignore[arg-type]
-    return {k: p.default for k, p in params.items() if p.default is not inspect.Parameter.empty}
-
-
-def test_the_flow_librarys_defaults_equal_the_config() -> None:
-    for cls, config in ((EnsembleConditionalFlow, FlowArchConfig()), (CoupledFlows, FlowConfig())):
-        lib = _signature_defaults(cls.__init__)
-        for key, value in vars(config).items():
-            expected = tuple(value) if isinstance(value, list) else value
-            assert lib[key] == expected, (cls.__name__, key)
-
-
 def test_group_files_set_only_what_differs() -> None:
-    """A config-group file that restates a default is a second source of it. (The
-    ``algorithm_env/mbpo_<env>.yaml`` files state MBPO's whole per-env row, defaults included,
-    as MBPO's configs do; tests/test_fidelity.py checks them against MBPO's values.)"""
+    """A config-group file (or an env's run length) that restates a default is a second
+    source of it. (MBPO's settings per env state its whole row, defaults included, as MBPO's
+    configs do; tests/test_fidelity.py checks them against MBPO's values.)"""
     flat = defaults()
     conf = os.path.join(ROOT, "conf")
-    for group in ("algorithm", "env"):
-        for name in sorted(os.listdir(os.path.join(conf, group))):
-            data = yaml.safe_load(_read("conf", group, name)) or {}
-            prefix = "" if group in ("env", "algorithm_env") else f"{group}."
-            for key, value in _leaves(data, prefix):
-                if key.endswith(".name"):
-                    continue
-                assert key in flat, f"{group}/{name}: unknown key {key}"
-                assert value != flat[key], f"{group}/{name}: {key}={value} is the default"
+    for name in sorted(os.listdir(os.path.join(conf, "algorithm"))):
+        data = yaml.safe_load(_read("conf", "algorithm", name)) or {}
+        for key, value in _leaves(data, "algorithm."):
+            if key.endswith(".name"):
+                continue
+            assert key in flat, f"algorithm/{name}: unknown key {key}"
+            assert value != flat[key], f"algorithm/{name}: {key}={value} is the default"
+    for name, spec in ENVS.items():
+        assert spec.total_steps != flat["total_steps"], f"env {name}: total_steps is the default"
 
 
 def _leaves(node: dict[str, object], prefix: str) -> list[tuple[str, object]]:

@@ -13,11 +13,11 @@ import torch
 from torch import Tensor
 
 from mbrl.agents import SAC, ActingPolicy, SACUpdates
+from mbrl.bench.update_bench import RealRows
 from mbrl.compiled import FallbackError, GraphedStep, tf32_matmuls
 from mbrl.config import SACConfig
 from mbrl.models import DynamicsModel, ModelTrainer
 from mbrl.runtime.timer import PhaseTimer
-from mbrl.tools.update_bench import RealRows
 
 from tests_support import tiny_model_config
 
@@ -140,7 +140,7 @@ def test_the_graphed_fit_epoch_equals_the_eager_one(name: str) -> None:
         losses = [t._epoch(x, y, boot, torch.Generator(dev).manual_seed(epoch)) for t in trainers]
         torch.testing.assert_close(losses[1], losses[0], rtol=RTOL, atol=ATOL)
     assert trainers[1].step.ran == "compiled, graphed" and trainers[1].step.replays > 0
-    eager, graphed = (t.model.density.parameters() for t in trainers)
+    eager, graphed = (t.model.ensemble.parameters() for t in trainers)
     for p, q in zip(eager, graphed, strict=True):
         torch.testing.assert_close(q, p, rtol=RTOL, atol=ATOL)
 

@@ -23,7 +23,7 @@ import torch
 from test_mbpo import mbpo_config
 
 from mbrl.config import ConfigError
-from mbrl.mbpo import MBPO
+from mbrl.mbpo import ModelSide
 from mbrl.runtime import checkpoint
 from mbrl.runtime.checkpoint import CheckpointError, load
 from mbrl.runtime.memory import buffer_bytes, check_memory
@@ -454,14 +454,15 @@ def test_nan_in_real_data_and_model_weights_is_contained(tmp_path: str) -> None:
     run = os.path.join(tmp_path, "run")
     cfg = mbpo_config(total_steps=400, **{"rollout.batch_size": 256})
     trainer = Trainer(cfg, run)
-    assert isinstance(trainer.data, MBPO)
+    assert isinstance(trainer.model_side, ModelSide)
 
     def inject() -> None:
         if trainer.env_steps == 150:  # between the first two model phases
             with torch.no_grad():
                 trainer.buffer.data["obs"][[3, 50, 120], 0] = float("nan")
                 trainer.buffer.data["rew"][77] = float("inf")
-                next(iter(trainer.data.model.density.parameters())).view(-1)[0] = float("nan")
+                weight = next(iter(trainer.model_side.model.ensemble.parameters()))
+                weight.view(-1)[0] = float("nan")
 
     trainer.step_hook = inject
     trainer.run()
@@ -475,8 +476,8 @@ def test_nan_in_real_data_and_model_weights_is_contained(tmp_path: str) -> None:
     assert learner[-1]["learner/nonfinite_steps"] > 0  # batches with a NaN row: skipped
     for net in (trainer.agent.actor, trainer.agent.critic):
         assert all(torch.isfinite(p).all() for p in net.parameters())
-    assert all(torch.isfinite(p).all() for p in trainer.data.model.parameters())
-    pool = trainer.data.pool.rows()
+    assert all(torch.isfinite(p).all() for p in trainer.model_side.model.parameters())
+    pool = trainer.model_side.pool.rows()
     assert all(torch.isfinite(pool[k]).all() for k in ("obs", "next_obs", "rew"))
     with open(os.path.join(run, "log", "model", "model.log"), encoding="utf-8") as f:
         assert "nonfinite_rows 4" in f.read()

@@ -16,7 +16,7 @@ from torch import Tensor, nn
 
 from mbrl.agents import SAC
 from mbrl.config import Config, SACConfig
-from mbrl.mbpo import MBPO
+from mbrl.mbpo import ModelSide
 from mbrl.models import DynamicsModel, GaussianEnsemble, ModelTrainer
 from mbrl.models.fit_step import FitProgress
 from mbrl.runtime.validate import validate
@@ -250,8 +250,8 @@ def test_sac_samples_only_the_newest_window_of_model_rows(tmp_path: str) -> None
         },
     )
     trainer = Trainer(cfg, os.path.join(tmp_path, "run"))
-    assert isinstance(trainer.data, MBPO)
-    pool = trainer.data.pool
+    assert isinstance(trainer.model_side, ModelSide)
+    pool = trainer.model_side.pool
     seen: list[tuple[int, int]] = []
     fifo_live, pushed_before = 0, 0
 
@@ -297,7 +297,7 @@ def test_sac_batch_takes_int_real_rows(tmp_path: str) -> None:
     )
     trainer = Trainer(cfg, os.path.join(tmp_path, "run"))
     trainer.run()
-    mbpo = trainer.data
+    mbpo = trainer.model_side
     assert mbpo is not None
     mbpo.model_phase(100, trainer.gens["train"], trainer.timer)
     mbpo.pool.data["obs"].fill_(-1234.0)
@@ -338,7 +338,7 @@ def test_gaussian_loss_is_mbpos_computed_by_hand() -> None:
     torch.manual_seed(0)
     l2 = [0.01, 0.02, 0.03]  # large, so that a wrong decay term shows
     model = DynamicsModel(3, 2, tiny_model_config("gaussian", members=3, elites=2, l2=l2))
-    g = model.density
+    g = model.ensemble
     assert isinstance(g, GaussianEnsemble)
     with torch.no_grad():  # bounds away from their initial values, different per dim
         g.max_logvar.copy_(torch.linspace(-1.0, 1.0, 4).unsqueeze(0))
@@ -355,7 +355,7 @@ def test_gaussian_init_and_optimizer_are_mbpos() -> None:
     torch.manual_seed(0)
     cfg = composed("env=hopper", "model=gaussian").model
     model = DynamicsModel(11, 3, cfg)
-    g = model.density
+    g = model.ensemble
     assert isinstance(g, GaussianEnsemble)
     for layer in g.net.layers:  # tf.truncated_normal_initializer(stddev=1 / (2 sqrt(in)))
         std = 1 / (2 * math.sqrt(layer.in_dim))
@@ -467,7 +467,7 @@ def test_early_stopping_and_elites_judge_holdout_mse_not_nll(
     members, dim = 4, 3
     cfg = tiny_model_config("gaussian", members=members, elites=2, patience=5)
     model = DynamicsModel(2, 1, cfg)
-    g = model.density
+    g = model.ensemble
     assert isinstance(g, GaussianEnsemble)
     trainer = ModelTrainer(model, cfg)
     gen = torch.Generator().manual_seed(0)

@@ -7,30 +7,22 @@ gives back (at most 8 files, 16 MiB each, two folders deep)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
-from types import ModuleType
 from typing import Any
 
 import pytest
 import torch
 
+from mbrl.bench.gpu_run import run_step
+from mbrl.bench.gpu_summary import last_test, output_problems, trim
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "scripts", "gpu_check.py")
-
-
-def _script() -> ModuleType:
-    """scripts/gpu_check.py as a module (its step runner and output checks)."""
-    spec = importlib.util.spec_from_file_location("gpu_check_script", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _read(path: str) -> dict[str, Any]:
@@ -85,7 +77,7 @@ def test_the_check_killed_after_its_first_step_leaves_its_json_and_a_summary(
         text = f.read()
     assert f"torch {torch.__version__}" in text and "strict mode on" in text
     assert "step versions  ok" in text and "step sac       running" in text
-    assert _script().output_problems(out) == []
+    assert output_problems(out) == []
 
 
 def test_a_step_past_its_limit_is_killed_with_its_process_group(tmp_path: str) -> None:
@@ -102,9 +94,7 @@ def test_a_step_past_its_limit_is_killed_with_its_process_group(tmp_path: str) -
     )
     log = os.path.join(tmp_path, "steps.log")
     started: list[int] = []
-    result = _script().run_step(
-        "hang", [sys.executable, "-c", program], 5, log, None, started.append
-    )
+    result = run_step("hang", [sys.executable, "-c", program], 5, log, None, started.append)
     assert result["outcome"] == "stopped at its 5 s limit" and 5 <= result["seconds"] < 60
     with open(worker_pid, encoding="utf-8") as f:
         worker = int(f.read())
@@ -198,7 +188,6 @@ def test_unknown_steps_and_a_missing_gpu_are_refused(tmp_path: str) -> None:
 
 def test_output_that_would_not_come_back_is_named(tmp_path: str) -> None:
     """More than 8 files, a file over 16 MiB, a file three folders deep."""
-    check = _script()
     deep = os.path.join(tmp_path, "a", "b", "c")
     os.makedirs(deep)
     for i in range(8):
@@ -206,12 +195,12 @@ def test_output_that_would_not_come_back_is_named(tmp_path: str) -> None:
     open(os.path.join(deep, "trace.json"), "w").close()
     with open(os.path.join(tmp_path, "big.log"), "wb") as f:
         f.truncate(16 * 2**20 + 1)
-    assert sorted(check.output_problems(str(tmp_path))) == [
+    assert sorted(output_problems(str(tmp_path))) == [
         "10 files (at most 8 come back)",
         f"{os.path.join('a', 'b', 'c', 'trace.json')} is more than 2 folders deep",
         "big.log is over 16 MiB",
     ]
-    check.trim(os.path.join(tmp_path, "big.log"), limit=1000)
+    trim(os.path.join(tmp_path, "big.log"), limit=1000)
     assert os.path.getsize(os.path.join(tmp_path, "big.log")) < 1100
 
 
@@ -223,6 +212,4 @@ def test_a_test_run_killed_midway_names_the_test_that_was_running(tmp_path: str)
         f.write("===== tests: python -m pytest -v ... (limit 150 s)\n")
         f.write("tests/test_cuda_graphs.py::test_replays_never_sync PASSED    [  4%]\n")
         f.write("tests/test_mbpo.py::test_cuda_compiled_run ")  # (killed while it ran)
-    assert _script().last_test(log) == {
-        "last_started": "tests/test_mbpo.py::test_cuda_compiled_run"
-    }
+    assert last_test(log) == {"last_started": "tests/test_mbpo.py::test_cuda_compiled_run"}

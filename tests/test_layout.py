@@ -82,7 +82,7 @@ LAYERS = (
                    "mbrl.collector", "mbrl.evaluator", "mbrl.mbpo")),
     ("runtime", ("mbrl.runtime",)),
     ("run", ("mbrl.run_state", "mbrl.trainer")),
-    ("entry", ("mbrl.overrides", "mbrl.launch", "mbrl.tools")),
+    ("entry", ("mbrl.overrides", "mbrl.launch", "mbrl.tools", "mbrl.bench")),
 )  # fmt: skip
 
 

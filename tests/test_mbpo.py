@@ -9,7 +9,7 @@ import os
 import pytest
 import torch
 
-from mbrl.mbpo import MBPO
+from mbrl.mbpo import ModelSide
 from mbrl.runtime.checkpoint import load
 from mbrl.trainer import Trainer
 
@@ -54,7 +54,7 @@ def test_mbpo_run_logs_model_phases(tmp_path: str) -> None:
         ),
         run,
     )
-    assert isinstance(trainer.data, MBPO)
+    assert isinstance(trainer.model_side, ModelSide)
     trainer.run()
     rows = _rows(run)
     phases = [r for r in rows if "model/holdout_nll" in r]
@@ -82,8 +82,8 @@ def test_mbpo_run_logs_model_phases(tmp_path: str) -> None:
 def test_batches_mix_real_and_model_rows(tmp_path: str) -> None:
     trainer = Trainer(mbpo_config(total_steps=100), os.path.join(tmp_path, "run"))
     trainer.run()
-    mbpo = trainer.data
-    assert isinstance(mbpo, MBPO)
+    mbpo = trainer.model_side
+    assert isinstance(mbpo, ModelSide)
     mbpo.model_phase(100, trainer.gens["train"], trainer.timer)
     mbpo.pool.data["obs"].fill_(-1234.0)  # mark every pool row
     batch = mbpo.batch(32, torch.Generator().manual_seed(0))
@@ -140,13 +140,13 @@ def test_cuda_compiled_run(tmp_path: str) -> None:
 
 
 def test_bench_times_a_trained_agent_both_ways(tmp_path: str) -> None:
-    from mbrl.tools.benchmarks import Bench
-    from mbrl.tools.loop_bench import trained_sac_update
+    from mbrl.bench.loop_bench import trained_sac_update
+    from mbrl.bench.micro import Bench
 
     trainer = Trainer(mbpo_config(total_steps=100), os.path.join(tmp_path, "run"))
     trainer.run()
-    assert isinstance(trainer.data, MBPO)
-    trainer.data.model_phase(100, trainer.gens["train"], trainer.timer)
+    assert isinstance(trainer.model_side, ModelSide)
+    trainer.model_side.model_phase(100, trainer.gens["train"], trainer.timer)
     before = {k: v.clone() for k, v in trainer.agent.actor.state_dict().items()}
     rates = trained_sac_update(Bench(torch.device("cpu"), repeats=1, warmup=0), trainer, 2)
     assert set(rates) == {"flush", "keep"} and all(r > 0 for r in rates.values())

@@ -5,9 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from torch import nn
 
+from mbrl.config import ConfigError, ModelConfig
 from mbrl.envs import make_env
 from mbrl.models import DynamicsModel, GaussianEnsemble, ModelTrainer, Normalizer
+from mbrl.models.registry import model_class
 
 from tests_support import tiny_model_config as _cfg
 
@@ -36,16 +39,16 @@ def test_gaussian_log_prob_matches_torch_normal() -> None:
 def _member_marking_model(elites: list[int]) -> DynamicsModel:
     """A Gaussian ensemble whose member m predicts ds = m, r = m with (almost) no noise."""
     model = DynamicsModel(2, 1, _cfg("gaussian", members=5, elites=len(elites)))
-    density = model.density
-    assert isinstance(density, GaussianEnsemble)
+    ensemble = model.ensemble
+    assert isinstance(ensemble, GaussianEnsemble)
     with torch.no_grad():
-        for layer in density.net.layers:
+        for layer in ensemble.net.layers:
             layer.weight.zero_()
             layer.bias.zero_()
-        last = density.net.last
+        last = ensemble.net.last
         last.bias[:, 0, :3] = torch.arange(5.0)[:, None]  # means
         last.bias[:, 0, 3:] = -30.0  # log-variance at its lower bound
-        density.min_logvar.fill_(-30.0)
+        ensemble.min_logvar.fill_(-30.0)
         model.elites.copy_(torch.tensor(elites))
     return model
 
@@ -94,7 +97,7 @@ def test_fit_learns_selects_elites_and_restores_best(name: str) -> None:
     per_member = trainer.holdout_score(x, y)
     assert model.elites.tolist() == sorted(per_member.argsort()[:2].tolist())
     with torch.no_grad():  # MSE of the point prediction in raw target units, by hand
-        mode = model.out_norm.inverse(model.density(x, model.elites).mode)
+        mode = model.out_norm.inverse(model.ensemble(x, model.elites).mode)
     mse = (mode - raw_y).square().mean()
     torch.testing.assert_close(mse, metrics["model/holdout_mse"])
     nll = trainer.holdout_score(x, y, "nll")[model.elites].mean() + model.out_norm.std.log().sum()
@@ -121,11 +124,11 @@ def test_nonfinite_batch_is_skipped_not_learned(host_reads: list[str]) -> None:
     y[7, 0] = float("nan")  # one poisoned row: the only minibatch of the epoch is skipped
     boot = torch.randint(0, 300, (2, 300), generator=torch.Generator().manual_seed(0))
     boot[1, 5] = 7  # member 1's bootstrap draws the poisoned row
-    before = [p.detach().clone() for p in model.density.parameters()]
+    before = [p.detach().clone() for p in model.ensemble.parameters()]
     trainer._epoch(x, y, boot, torch.Generator().manual_seed(0))
     assert host_reads == []
     assert int(trainer._step.skipped) == 1
-    for old, new in zip(before, model.density.parameters(), strict=True):
+    for old, new in zip(before, model.ensemble.parameters(), strict=True):
         torch.testing.assert_close(old, new.detach())  # no step, not even a decayed one
 
 
@@ -185,3 +188,28 @@ def test_the_bars_holdout_figure_is_the_logged_one(name: str) -> None:
     key = "model/holdout_nll" if cfg.criterion == "nll" else "model/holdout_mse"
     assert len(shown) == out["model/epochs"]
     assert shown[-1] == pytest.approx(float(out[key]), rel=1e-5)
+
+
+def test_a_model_saved_under_its_former_name_density_loads() -> None:
+    """Checkpoints written before ``DynamicsModel.ensemble`` had that name hold the ensemble's
+    weights under ``density.``: they load into the same weights."""
+    torch.manual_seed(0)
+    saved = DynamicsModel(3, 2, _cfg("flow", members=3, elites=2)).state_dict()
+    old = {k.replace("ensemble.", "density.", 1): v for k, v in saved.items()}
+    assert any(k.startswith("density.") for k in old)
+    model = DynamicsModel(3, 2, _cfg("flow", members=3, elites=2))
+    model.load_state_dict(old)
+    for key, value in model.state_dict().items():
+        torch.testing.assert_close(value, saved[key])
+
+
+class _Unstated(nn.Module):
+    """A model class that leaves out what the WorldModel protocol asks it to state."""
+
+    config = ModelConfig
+    scores = ("mse",)
+
+
+def test_a_model_class_that_does_not_state_its_shared_parameters_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"has no `shared` \(the names of its parameters"):
+        model_class(f"{__name__}._Unstated")

@@ -73,7 +73,7 @@ def test_penalty_is_zero_on_average_when_the_model_is_the_real_dynamics() -> Non
     torch.manual_seed(0)
     model = DynamicsModel(3, 1, tiny_model_config(members=2, elites=2))
     with torch.no_grad():
-        for p in model.density.parameters():
+        for p in model.ensemble.parameters():
             p.add_(0.1 * torch.randn_like(p))
     g = torch.Generator().manual_seed(0)
     obs, act = torch.randn(4000, 3, generator=g), torch.rand(4000, 1, generator=g) * 2 - 1

@@ -50,7 +50,7 @@ def test_rows_stop_at_termination_and_pool_gets_the_rest(host_reads: list[str]) 
 def test_nonfinite_predictions_are_dropped() -> None:
     model, agent, pool = _setup()
     with torch.no_grad():
-        model.density.base.bias[model.elites[0]] = float("nan")  # one elite predicts NaN
+        model.ensemble.base.bias[model.elites[0]] = float("nan")  # one elite predicts NaN
     never = env_spec("halfcheetah").termination_fn
     out = rollout(model, agent, never, _start(60), 3, pool, torch.Generator().manual_seed(0))
     assert int(out["rollout/nonfinite"]) > 0

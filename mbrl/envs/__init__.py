@@ -1,15 +1,18 @@
-"""Environments: gymnasium + MuJoCo, with batched torch termination functions."""
+"""Environments: gymnasium + MuJoCo, with batched torch termination functions; an env of your
+own is one :func:`register_env` call (docs/model.md)."""
 
 from mbrl.envs.make import env_dims, episode_limit, get_env_state, make_env, set_env_state
-from mbrl.envs.registry import ENVS, EnvSpec, env_spec
+from mbrl.envs.specs import ENVS, EnvSpec, EnvVersion, env_spec, register_env
 
 __all__ = [
     "ENVS",
     "EnvSpec",
+    "EnvVersion",
     "env_dims",
     "env_spec",
     "episode_limit",
     "get_env_state",
     "make_env",
+    "register_env",
     "set_env_state",
 ]

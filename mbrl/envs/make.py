@@ -13,7 +13,7 @@ import numpy as np
 from gymnasium.envs.mujoco.mujoco_env import MujocoEnv
 from gymnasium.wrappers import RescaleAction, TimeLimit, TransformObservation
 
-from mbrl.envs.registry import env_spec
+from mbrl.envs.specs import env_spec
 
 
 def make_env(

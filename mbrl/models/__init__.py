@@ -2,12 +2,14 @@
 (``model=flow``, ``gaussian``, ``deterministic``) with hydra; a model of your own registers
 itself with :func:`register_model` (docs/model.md)."""
 
-from mbrl.models.base import MODELS, WorldModel, build_model, model_config, register_model
 from mbrl.models.deterministic import DeterministicConfig, DeterministicEnsemble
 from mbrl.models.dynamics import DynamicsModel
 from mbrl.models.flow import FlowModel, FlowModelConfig
 from mbrl.models.gaussian import GaussianConfig, GaussianEnsemble
 from mbrl.models.normalizer import Normalizer
+from mbrl.models.protocol import WorldModel
+from mbrl.models.registry import MODELS, build_model, model_config, register_model
+from mbrl.models.scores import density_score, weighted_mean
 from mbrl.models.training import ModelTrainer
 
 __all__ = [
@@ -23,6 +25,8 @@ __all__ = [
     "Normalizer",
     "WorldModel",
     "build_model",
+    "density_score",
     "model_config",
     "register_model",
+    "weighted_mean",
 ]

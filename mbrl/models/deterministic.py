@@ -13,7 +13,9 @@ from torch import Tensor, nn
 
 from flows.nn import EnsembleMLP
 from mbrl.config import ModelConfig
-from mbrl.models.base import ToRaw, register_model, weighted_mean
+from mbrl.models.protocol import ToRaw
+from mbrl.models.registry import register_model
+from mbrl.models.scores import weighted_mean
 
 
 @dataclass
@@ -34,6 +36,7 @@ class DeterministicConfig(ModelConfig):
 class DeterministicEnsemble(nn.Module):
     config = DeterministicConfig
     scores = ("mse",)
+    shared = ()  # (every parameter has a member dimension)
 
     def __init__(self, dim: int, context_dim: int, cfg: DeterministicConfig) -> None:
         super().__init__()

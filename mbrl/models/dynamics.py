@@ -1,4 +1,4 @@
-"""The dynamics model: a world model (any :class:`~mbrl.models.base.WorldModel`) over
+"""The dynamics model: a world model (any :class:`~mbrl.models.protocol.WorldModel`) over
 [ds, r] given (s, a), with the standardisation of its inputs and targets and its elites."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import torch
 from torch import Tensor, nn
 
 from mbrl.config import ModelConfig
-from mbrl.models.base import build_model
 from mbrl.models.normalizer import Normalizer
+from mbrl.models.registry import build_model
 
 
 class DynamicsModel(nn.Module):
@@ -22,12 +22,20 @@ class DynamicsModel(nn.Module):
     def __init__(self, obs_dim: int, act_dim: int, cfg: ModelConfig) -> None:
         super().__init__()
         self.obs_dim, self.act_dim, self.cfg = obs_dim, act_dim, cfg
-        self.density_dim, self.context_dim = obs_dim + 1, obs_dim + act_dim
-        # The ensemble itself (named for the density models; any WorldModel).
-        self.density: Any = build_model(self.density_dim, self.context_dim, cfg)
+        self.target_dim, self.context_dim = obs_dim + 1, obs_dim + act_dim
+        self.ensemble: Any = build_model(self.target_dim, self.context_dim, cfg)  # a WorldModel
         self.in_norm = Normalizer(obs_dim + act_dim)
         self.out_norm = Normalizer(obs_dim + 1)
         self.register_buffer("elites", torch.arange(cfg.elites))
+
+    def _load_from_state_dict(
+        self, state_dict: dict[str, Any], prefix: str, *args: Any, **kwargs: Any
+    ) -> None:
+        # Checkpoints written before the ensemble had its name hold it under "density.".
+        old = prefix + "density."
+        for key in [k for k in state_dict if k.startswith(old)]:
+            state_dict[prefix + "ensemble." + key[len(old) :]] = state_dict.pop(key)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     @property
     def device(self) -> torch.device:
@@ -48,13 +56,13 @@ class DynamicsModel(nn.Module):
         """The model's training loss on a minibatch ``x`` [E, b, C], ``y`` [E, b, D] (model
         units), and its per-member train metric [E]; ``weight`` [E, b]: 1 for a row, 0 for
         padding; None: all rows."""
-        out: tuple[Tensor, Tensor] = self.density.loss(x, y, weight)
+        out: tuple[Tensor, Tensor] = self.ensemble.loss(x, y, weight)
         return out
 
     def score(self, name: str, x: Tensor, y: Tensor) -> Tensor:
         """Holdout score ``name`` per member and row [E, B], on normalised inputs ``x`` [B, C]
         and model-unit targets ``y`` [B, D]."""
-        out: Tensor = self.density.score(name, x, y, self.out_norm.inverse)
+        out: Tensor = self.ensemble.score(name, x, y, self.out_norm.inverse)
         return out
 
     @torch.no_grad()
@@ -71,7 +79,7 @@ class DynamicsModel(nn.Module):
         perm = torch.randperm(b, generator=generator, device=obs.device)
         perm = torch.cat([perm, perm[: chunk * n - b]])  # pad so the rows split evenly
         x = self.in_norm(torch.cat([obs, act], dim=-1))[perm].view(n, chunk, -1)
-        y = self.density.sample(x, self.elites, generator).reshape(n * chunk, -1)
+        y = self.ensemble.sample(x, self.elites, generator).reshape(n * chunk, -1)
         y = self.out_norm.inverse(y)
         out = torch.empty(b, y.shape[-1], device=obs.device, dtype=y.dtype)
         out[perm[:b]] = y[:b]  # the padding rows' samples are dropped

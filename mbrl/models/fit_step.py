@@ -148,7 +148,7 @@ class FitStep:
         twin = copy.deepcopy(self)  # (its compiled loss is this step's)
         twin.graphs, twin._graphed = False, None
         m, shape = self.model, (members, batch_size)
-        x, y = torch.randn(*shape, m.context_dim), torch.randn(*shape, m.density_dim)
+        x, y = torch.randn(*shape, m.context_dim), torch.randn(*shape, m.target_dim)
         w = torch.ones(shape, device=m.device)
         self.compiled.warm_up(lambda: twin.train(x.to(m.device), y.to(m.device), w))
         return self.compiled

@@ -11,17 +11,22 @@ import torch
 from torch import Tensor
 
 from flows import EnsembleConditionalFlow
-from flows.flow import TRANSFORMS
+from flows.defaults import DEFAULTS as FLOW
+from flows.defaults import TRANSFORMS
 from mbrl.config import FlowConfig, ModelConfig
-from mbrl.models.base import ToRaw, density_score, register_model, weighted_mean
+from mbrl.models.protocol import ToRaw
+from mbrl.models.registry import register_model
+from mbrl.models.scores import density_score, weighted_mean
 
 
 @dataclass
 class FlowArchConfig(FlowConfig):
     """The flow world model's architecture (flows.EnsembleConditionalFlow)."""
 
-    embed_hidden: list[int] = field(default_factory=lambda: [200, 200])  # context network
-    embed_dim: int = 128  # context features shared by the base layer and every coupling
+    # context network
+    embed_hidden: list[int] = field(default_factory=lambda: list(FLOW.embed_hidden))
+    # context features shared by the base layer and every coupling
+    embed_dim: int = FLOW.embed_dim
 
 
 @dataclass
@@ -52,6 +57,7 @@ class FlowModel(EnsembleConditionalFlow):
 
     config = FlowModelConfig
     scores = ("nll", "mse")
+    shared = ()  # (every parameter has a member dimension)
 
     def __init__(self, dim: int, context_dim: int, cfg: FlowModelConfig) -> None:
         f = cfg.flow

@@ -29,7 +29,9 @@ from torch import Tensor, nn
 
 from flows.nn import EnsembleLinear, EnsembleMLP
 from mbrl.config import ModelConfig
-from mbrl.models.base import ToRaw, density_score, register_model
+from mbrl.models.protocol import ToRaw
+from mbrl.models.registry import register_model
+from mbrl.models.scores import density_score
 
 _LOG_2PI = math.log(2 * math.pi)
 # MBPO's construct_model: L2 coefficients of its 4 hidden layers and the output layer.

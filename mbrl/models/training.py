@@ -25,9 +25,9 @@ from torch import Tensor
 from mbrl import collectives
 from mbrl.compiled import Compiled
 from mbrl.config import ModelConfig
-from mbrl.models.base import build_model
 from mbrl.models.dynamics import DynamicsModel
 from mbrl.models.fit_step import FitProgress, FitStep, minibatches
+from mbrl.models.registry import build_model
 from mbrl.optim import AMP_DTYPES, GuardedStep, adam, autocast
 
 # (epoch, the holdout score logged at the fit's end as model/holdout_<criterion>, were it to
@@ -58,12 +58,12 @@ class ModelTrainer:
         """``compile``: the minibatch loss (and its backward) through torch.compile;
         ``graphs`` (CUDA): each minibatch step as one CUDA graph replay."""
         self.model, self.cfg = model, cfg
-        shared = getattr(model.density, "shared", ())
+        shared = model.ensemble.shared  # (WorldModel.shared: no member dimension)
         # Best-epoch snapshots cover the per-member parameters; shared ones keep their last value.
-        self._members = [p for n, p in model.density.named_parameters() if n not in shared]
+        self._members = [p for n, p in model.ensemble.named_parameters() if n not in shared]
         if any(p.shape[0] != cfg.members for p in self._members):
             raise ValueError("every per-member density parameter needs a leading member dim")
-        self.opt = adam(model.density.parameters(), cfg.lr, cfg.decoupled_decay, decoupled=True)
+        self.opt = adam(model.ensemble.parameters(), cfg.lr, cfg.decoupled_decay, decoupled=True)
         self.amp_dtype = AMP_DTYPES[amp]
         self.scaler = torch.amp.GradScaler(model.device.type, enabled=amp == "fp16")
         self._step = GuardedStep(self.opt, self.scaler)  # a non-finite batch is skipped
@@ -173,11 +173,11 @@ class ModelTrainer:
     def _reinit_if_nonfinite(self) -> None:
         """A model whose weights hold a NaN or inf cannot recover by training (every loss is
         non-finite, every step skipped): start it afresh, with a fresh optimizer state."""
-        params = list(self.model.density.parameters())
+        params = list(self.model.ensemble.parameters())
         if bool(torch.stack([p.isfinite().all() for p in params]).all()):  # sync-ok: per fit
             return
-        fresh = build_model(self.model.density_dim, self.model.context_dim, self.cfg)
-        self.model.density.load_state_dict(fresh.to(self.model.device).state_dict())
+        fresh = build_model(self.model.target_dim, self.model.context_dim, self.cfg)
+        self.model.ensemble.load_state_dict(fresh.to(self.model.device).state_dict())
         self.opt.state.clear()
         self.step.reset()  # (a capture holds the old optimizer state)
         self.reinits += 1
@@ -245,7 +245,7 @@ class ModelTrainer:
         self, xh: Tensor, yh: Tensor, train_loss: Tensor, epochs: int, start: float
     ) -> dict[str, Any]:
         # As bnn.py's _end_train: score the restored members again, the best become elites.
-        names = type(self.model.density).scores
+        names = type(self.model.ensemble).scores
         scores = {c: collectives.mean(self.holdout_score(xh, yh, c)) for c in names}
         best = scores[self.cfg.select_by]
         elites = torch.topk(best, self.cfg.elites, largest=False).indices.sort().values

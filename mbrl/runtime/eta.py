@@ -1,5 +1,5 @@
-"""How long a run takes, phase by phase: one projection, used by the training ETA and by
-``profile=true``'s report (:func:`time_left`).
+"""How long a run takes, phase by phase: one projection (:func:`time_left`), used by the
+training ETA (:class:`RunClock`) and by ``profile=true``'s report (:func:`whole_run`).
 
 A phase's time is its work times the seconds per unit of work measured so far (in this run,
 or in a profiling window). The work follows from the run's schedule: SAC updates, env steps,
@@ -238,3 +238,38 @@ def estimate_text(left: dict[str, float], work: Work, cfg: Config, resumed: bool
         later = f"{work.epochs().later:.0f} epochs, the mean of the {count} after the first"
         source += f"; model fits grow with the data, {later}" if count else ""
     return f"estimated time to finish: about {duration(sum(left.values()))} ({parts}; {source})"
+
+
+def whole_run(
+    cfg: Config, work: Work, grand: dict[str, float], cap: int | None
+) -> tuple[dict[str, float], str]:
+    """``profile=true``'s projection: seconds per phase of the whole run ``cfg`` describes,
+    from a profiling window's ``work`` and timers (compile warm-up not included), and where
+    its epochs per fit come from (``cap``: the window's own, ``profile.model_epochs``). The
+    window's shares say little of a run, whose fits grow with the data; its first fit starts
+    from random weights and its second from the first, as a run's later fits do."""
+    epochs = work.epochs()
+    how = f"the first fit {epochs.first:.0f} epochs, later fits {epochs.later:.0f}, as the "
+    how += "window's two fits took" if cap is None else f"window's, capped at {cap}: fewer"
+    return time_left(cfg, 0, work.rates(grand, least=1), epochs), how
+
+
+def whole_run_text(cfg: Config, seconds: dict[str, float], epochs: str) -> str:
+    """The projected whole run, phase by phase, with what it assumes."""
+    total = sum(seconds.values())
+    lines = [
+        f"a whole run of this config ({cfg.total_steps:,} env steps), projected from the "
+        "window's rates and the run's schedule:",
+        f"{'phase':<11}{'time':>14}{'share':>8}",
+        "-" * 33,
+    ]
+    for name, secs in sorted(seconds.items(), key=lambda kv: -kv[1]):
+        lines.append(f"{name:<11}{duration(secs):>14}{100 * secs / max(total, 1e-9):>7.0f}%")
+    lines += ["-" * 33, f"{'total':<11}{duration(total):>14}"]
+    if cfg.algorithm.name == "mbpo":
+        lines.append(
+            f"(model: a fit's time is its rows x epochs, {epochs}. rollout: full-length "
+            "rollouts, an upper bound. Compile warm-up not included. A training run "
+            "estimates its time left the same way, from its own rates and fits.)"
+        )
+    return "\n".join(lines)

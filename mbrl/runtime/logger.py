@@ -147,3 +147,19 @@ def _truncate(path: str, size: int) -> None:
     if os.path.exists(path) and os.path.getsize(path) > size:
         with open(path, "r+b") as f:
             f.truncate(size)
+
+
+class SilentLogger:
+    """The logger of ranks other than 0: they log nothing (rank 0 logs for the run)."""
+
+    def log(self, step: int, metrics: dict[str, Any]) -> dict[str, float | int]:
+        return {}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any], step: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass

@@ -14,10 +14,10 @@ from mbrl.compiled import Compiled
 from mbrl.config import Config
 from mbrl.envs import env_spec
 from mbrl.envs.vector import resolve_vector
-from mbrl.mbpo import MBPO, ModelFree
+from mbrl.mbpo import ModelFree, ModelSide
 from mbrl.runtime.checkpoint import CheckpointManager
 from mbrl.runtime.disk import CheckpointSizes
-from mbrl.runtime.idle import warnings_for
+from mbrl.runtime.inert_settings import warnings_for
 from mbrl.runtime.interrupt import STARTING
 from mbrl.runtime.memory import buffer_bytes
 from mbrl.runtime.progress import duration, episodes, megabytes, start_block
@@ -37,7 +37,7 @@ class Run(Protocol):
     compiling: CompileChoice
     compiled: dict[str, Compiled]  # what was compiled: warm-up time, failure
     sac_updates: SACUpdates
-    data: MBPO | ModelFree  # where SAC's batches come from (MBPO: the model side)
+    model_side: ModelSide | ModelFree  # where SAC's batches come from (MBPO: the model side)
     ckpt_sizes: CheckpointSizes
     dims: tuple[int, int]
     resumed_at: int | None
@@ -76,8 +76,8 @@ def ran(t: Run) -> dict[str, str]:
     ``speed/sac_update`` and (MBPO) ``speed/model_fit``, e.g. ``compiled, graphed`` or
     ``eager (compile failed: ...)``."""
     out = {"speed/sac_update": t.sac_updates.ran}
-    if isinstance(t.data, MBPO):
-        out["speed/model_fit"] = t.data.model_trainer.step.ran
+    if isinstance(t.model_side, ModelSide):
+        out["speed/model_fit"] = t.model_side.model_trainer.step.ran
     return out
 
 

@@ -31,8 +31,8 @@ from mbrl.config import (
     ModelConfig,
     SACConfig,
 )
-from mbrl.envs.registry import ENVS
-from mbrl.models.base import MODELS, config_class, model_class
+from mbrl.envs.specs import ENVS
+from mbrl.models.registry import MODELS, config_class, model_class
 
 # Keys an older config left null for "the model's default" (the model's config sets them now).
 LEGACY_NULLS = ("weight_decay", "select_by", "normalize_targets")

@@ -1,1 +1,2 @@
-"""Tools beside the algorithm: benchmarks, profiling, plots, and evaluating saved runs."""
+"""Tools for the user beside the algorithm: profiling mode, plots, the seeds runner's runs and
+report, evaluating saved runs, the config reference (benchmarks: ``mbrl/bench/``)."""

@@ -7,7 +7,7 @@ the second model phase, a fit that starts from the first, as every later fit of 
 then ``profile.updates`` SAC updates, one evaluation and one checkpoint. The profiler records
 from the second model phase on. The window's shares are not a run's (the fits grow with the
 data): the report also projects a whole run's time per phase from the window's rates, its
-fits' epochs and the run's schedule (:mod:`mbrl.tools.projection`).
+fits' epochs and the run's schedule (:func:`mbrl.runtime.eta.whole_run`).
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ from typing import Any
 from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
 
 from mbrl.config import Config
+from mbrl.runtime.eta import whole_run, whole_run_text
 from mbrl.runtime.speed import resolve_amp, resolve_compile
 from mbrl.runtime.timer import PhaseTimer
 from mbrl.runtime.utils import resolve_device
-from mbrl.tools.projection import project, projection_text
 from mbrl.trainer import Trainer
 
 # torch.profiler's C++ side (kineto) logs lines such as "USDT:2026-01-01 12:00:00 1:1
@@ -141,7 +141,7 @@ def run_profile(cfg: Config, run_dir: str) -> dict[str, Any]:
     rows = phase_table(trainer, _counts(trainer, run_dir), wall)
     table = format_phases(rows, wall)
     cap = cfg.profile.model_epochs if cfg.algorithm.name == "mbpo" else None
-    projected, epochs = project(cfg, work, trainer.timer.grand, cap)
+    projected, epochs = whole_run(cfg, work, trainer.timer.grand, cap)
     sort_key = "self_cuda_time_total" if trainer.device.type == "cuda" else "self_cpu_time_total"
     ops = prof.key_averages().table(sort_by=sort_key, row_limit=cfg.profile.top_ops)
     window = {
@@ -167,7 +167,7 @@ def run_profile(cfg: Config, run_dir: str) -> dict[str, Any]:
     warm = "".join(f", {k} compiled in {c.seconds or 0:.1f} s" for k, c in trainer.compiled.items())
     print(
         f"\n{window_text(cfg, window)}\ndevice {trainer.device}{warm} (before the window)\n"
-        f"{table}\n\n{projection_text(cfg, projected, epochs)}\n\n"
+        f"{table}\n\n{whole_run_text(cfg, projected, epochs)}\n\n"
         f"top operators by self time (the window):\n{ops}"
     )
     print(

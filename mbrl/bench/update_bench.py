@@ -26,12 +26,12 @@ from torch import Tensor
 from torch.utils.flop_counter import FlopCounterMode
 
 from mbrl.agents import SAC, SACUpdates
+from mbrl.bench.micro import ACT, OBS, Bench, gemm_block
+from mbrl.bench.reference_worker import ReferenceWorker
 from mbrl.buffer import ReplayBuffer, transition_fields
 from mbrl.compiled import tf32_matmuls
 from mbrl.config import SACConfig
 from mbrl.models import DynamicsModel, ModelTrainer, model_config
-from mbrl.tools.benchmarks import ACT, OBS, Bench, gemm_block
-from mbrl.tools.reference_worker import ReferenceWorker
 
 FIELDS = ("obs", "act", "rew", "next_obs", "terminated")
 

@@ -16,6 +16,7 @@ from omegaconf import OmegaConf
 
 from mbrl import config as config_module
 from mbrl.config import Config, ModelConfig
+from mbrl.envs import ENVS, env_dims, make_env, termination
 from mbrl.models import MODELS
 
 HEADER = """# Config reference
@@ -109,6 +110,35 @@ def _table(rows: list[tuple[str, str, str]]) -> list[str]:
     return lines
 
 
+def env_lines() -> list[str]:
+    """The table of envs (``env=<name>``, from :data:`mbrl.envs.ENVS`): gymnasium ids,
+    sizes, termination, run length and the algorithms with settings of their own there."""
+    lines = [
+        "",
+        "## Environments (`env=<name>`, mbrl/envs/specs.py)",
+        "",
+        "The first gymnasium id is the default version (`env.version`). Each algorithm under",
+        "*settings* has settings of its own on the env (MBPO's: its paper's), applied when both",
+        "are chosen.",
+        "",
+        "| `env=` | gymnasium ids | obs / act dims | terminates | `total_steps` | settings "
+        "| note |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, spec in ENVS.items():
+        env = make_env(name)
+        obs, act = env_dims(env)
+        env.close()
+        ids = ", ".join(v.gym_id for _, v in spec.versions)
+        ends = "no" if spec.termination_fn is termination.never else "yes"
+        algorithms = ", ".join(f"`{a}`" for a in spec.settings)
+        steps = f"{spec.total_steps:,}".replace(",", " ")
+        lines.append(
+            f"| `{name}` | {ids} | {obs} / {act} | {ends} | {steps} | {algorithms} | {spec.about} |"
+        )
+    return lines
+
+
 def markdown() -> str:
     lines = [HEADER, *_table(rows())]
     for name, config in builtin_models().items():
@@ -121,6 +151,7 @@ def markdown() -> str:
             "",
             *_table(model_rows(config)),
         ]
+    lines += env_lines()
     return "\n".join(lines) + "\n"
 
 

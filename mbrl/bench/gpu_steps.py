@@ -1,5 +1,5 @@
 """The measuring steps of ``scripts/gpu_check.py`` (the first command on a GPU machine), each
-run as ``python -m mbrl.tools.gpu_check STEP OUT_DIR DEVICE [--quick]`` in a process of its
+run as ``python -m mbrl.bench.gpu_steps STEP OUT_DIR DEVICE [--quick]`` in a process of its
 own, writing ``OUT_DIR/STEP.json``. The file is rewritten as soon as each variant is measured,
 so a step killed at its time limit leaves every figure it had:
 
@@ -30,11 +30,11 @@ from typing import Any
 
 import torch
 
+from mbrl.bench import micro, update_bench
 from mbrl.compiled import strict, tf32_matmuls
 from mbrl.models import MODELS
 from mbrl.runtime.speed import resolve_amp
 from mbrl.runtime.utils import configure_cpu
-from mbrl.tools import benchmarks, update_bench
 
 PACKAGES = ("numpy", "triton", "gymnasium", "mujoco", "nflows", "hydra-core", "pytest-timeout")
 
@@ -72,7 +72,7 @@ class Figures:
         os.replace(tmp, self.path)
 
 
-def step_versions(fig: Figures, b: benchmarks.Bench, sizes: Sizes) -> None:
+def step_versions(fig: Figures, b: micro.Bench, sizes: Sizes) -> None:
     """What this machine runs: interpreter, libraries, device, checkout."""
     for key, value in versions().items():
         fig.put("versions", key, value)
@@ -115,7 +115,7 @@ def device_facts(device: torch.device) -> dict[str, Any]:
     return out
 
 
-def step_sac(fig: Figures, b: benchmarks.Bench, sizes: Sizes) -> None:
+def step_sac(fig: Figures, b: micro.Bench, sizes: Sizes) -> None:
     """The G-update block: eager, then compiled (+ graphed on CUDA), then both at bf16."""
     cuda = b.device.type == "cuda"
     fast = "compiled, graphed" if cuda else "compiled"
@@ -139,7 +139,7 @@ def step_sac(fig: Figures, b: benchmarks.Bench, sizes: Sizes) -> None:
         _peak(fig, b.device)
 
 
-def step_model(fig: Figures, b: benchmarks.Bench, sizes: Sizes) -> None:
+def step_model(fig: Figures, b: micro.Bench, sizes: Sizes) -> None:
     """Each model's fit epoch at the run's settings, its rollout step, then its fit eager."""
     cuda = b.device.type == "cuda"
     amp = resolve_amp("auto", b.device, "model")
@@ -150,7 +150,7 @@ def step_model(fig: Figures, b: benchmarks.Bench, sizes: Sizes) -> None:
         _peak(fig, b.device)
     for model in MODELS:
         with tf32_matmuls(cuda):  # (a run's rollouts use TF32 on CUDA)
-            rate = benchmarks.model_rollout(b, model, sizes.rollout_rows)
+            rate = micro.model_rollout(b, model, sizes.rollout_rows)
         fig.put("rollout", f"{model}, {sizes.rollout_rows:,} rows", {"transitions_per_s": rate})
         _peak(fig, b.device)
     for model in MODELS:
@@ -158,7 +158,7 @@ def step_model(fig: Figures, b: benchmarks.Bench, sizes: Sizes) -> None:
         fig.put("fit", f"{model}, eager, amp={amp}", _fit_row(b, eager, sizes.fit_rows))
 
 
-def _fit_row(b: benchmarks.Bench, v: dict[str, Any], rows: int) -> dict[str, Any]:
+def _fit_row(b: micro.Bench, v: dict[str, Any], rows: int) -> dict[str, Any]:
     epoch, trainer, warmup = update_bench.fit_epoch(b.device, v, rows)
     seconds = b.median(epoch)
     members = trainer.cfg.members
@@ -178,7 +178,7 @@ def _peak(fig: Figures, device: torch.device) -> None:
         fig.put("memory", "peak_gpu_mb", torch.cuda.max_memory_allocated(device) / 2**20)
 
 
-STEPS: dict[str, Callable[[Figures, benchmarks.Bench, Sizes], None]] = {
+STEPS: dict[str, Callable[[Figures, micro.Bench, Sizes], None]] = {
     "versions": step_versions,
     "sac": step_sac,
     "model": step_model,
@@ -190,7 +190,7 @@ def main(argv: list[str]) -> None:
     sizes = QUICK if "--quick" in argv[3:] else FULL
     configure_cpu(1, flush_denormal=True)
     fig = Figures(os.path.join(out_dir, f"{name}.json"))
-    STEPS[name](fig, benchmarks.Bench(device, repeats=sizes.repeats), sizes)
+    STEPS[name](fig, micro.Bench(device, repeats=sizes.repeats), sizes)
 
 
 if __name__ == "__main__":

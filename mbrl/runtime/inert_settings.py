@@ -18,11 +18,11 @@ from mbrl.runtime.validate import validate
 from mbrl.schedule import run_length
 
 MAX_JOBS = 512  # sweeps larger than this are not checked job by job
-SCHEDULE = ("rollout.max_length", "rollout.max_epoch")  # idle while rollouts keep min_length
+SCHEDULE = ("rollout.max_length", "rollout.max_epoch")  # inert while rollouts keep min_length
 
 
 @dataclass(frozen=True)
-class Idle:
+class Inert:
     """``keys`` (and every key under them, for config nodes) have no effect in this run."""
 
     keys: tuple[str, ...]
@@ -51,7 +51,7 @@ def _schedule_starts(cfg: Config) -> int:
     return max(-(-epoch_start // freq) * freq, first_model_phase(cfg))
 
 
-def idle_settings(cfg: Config) -> list[Idle]:
+def inert_settings(cfg: Config) -> list[Inert]:
     """The settings of ``cfg`` that cannot act before the run ends (none for a profiling
     window, which is cut short on purpose)."""
     if cfg.profile.enabled:
@@ -61,7 +61,7 @@ def idle_settings(cfg: Config) -> list[Idle]:
     out = []
     if init >= total:
         why = f"algorithm.init_steps={init} random steps fill the whole run ({end})"
-        out.append(Idle(("agent",), "SAC (agent.*)", f"no SAC update: {why}"))
+        out.append(Inert(("agent",), "SAC (agent.*)", f"no SAC update: {why}"))
     if cfg.algorithm.name == "mbpo":
         first, freq = first_model_phase(cfg), cfg.mbpo.model_train_freq
         if first >= total:
@@ -70,7 +70,7 @@ def idle_settings(cfg: Config) -> list[Idle]:
                 f"the first model phase would be at step {first} (every mbpo.model_train_freq="
                 f"{freq} steps from algorithm.init_steps={init}), and {end}"
             )
-            out.append(Idle(keys, "the model side (model.*, rollout.*, rewarder.*, mbpo.*)", why))
+            out.append(Inert(keys, "the model side (model.*, rollout.*, rewarder.*, mbpo.*)", why))
         elif _schedule_starts(cfg) >= total:
             r = cfg.rollout
             why = (
@@ -79,26 +79,26 @@ def idle_settings(cfg: Config) -> list[Idle]:
                 f"{cfg.mbpo.epoch_length} steps after algorithm.init_steps={init}): the first "
                 f"longer rollouts would be at step {_schedule_starts(cfg)}, and {end}"
             )
-            out.append(Idle(SCHEDULE, "rollout.max_length", why))
+            out.append(Inert(SCHEDULE, "rollout.max_length", why))
     for key, every in (("eval.every", cfg.eval.every), ("logger.every", cfg.logger.every)):
         if every > total:
             why = f"its first step would be {every}, and {end} (logging and evaluating anyway)"
-            out.append(Idle((key,), f"{key}={every}", why))
+            out.append(Inert((key,), f"{key}={every}", why))
     return out
 
 
 def warnings_for(cfg: Config) -> list[str]:
-    """The start-up warnings, one per group of idle settings (a rollout schedule that never
+    """The start-up warnings, one per group of inert settings (a rollout schedule that never
     leaves min_length only where max_length differs from it: else it means what it does)."""
     r = cfg.rollout
     return [
         i.text()
-        for i in idle_settings(cfg)
+        for i in inert_settings(cfg)
         if not (i.keys == SCHEDULE and r.max_length == r.min_length)
     ]
 
 
-def idle_sweeps(base: Config, sweeps: dict[str, list[object]]) -> list[str]:
+def inert_sweeps(base: Config, sweeps: dict[str, list[object]]) -> list[str]:
     """For a multirun: one warning per swept key that acts in none of its jobs (every
     combination of the swept values applied to ``base``)."""
     combos = list(itertools.islice(itertools.product(*sweeps.values()), MAX_JOBS + 1))
@@ -111,11 +111,11 @@ def idle_sweeps(base: Config, sweeps: dict[str, list[object]]) -> list[str]:
         for key, value in zip(sweeps, values, strict=True):
             OmegaConf.update(job, key, value, force_add=True)
         try:
-            idle = idle_settings(validate(job))
+            inert = inert_settings(validate(job))
         except ConfigError:  # a job whose values are refused: its own run says why
             return []
         for key in sweeps:
-            hit = next((i for i in idle if i.covers(key)), None)
+            hit = next((i for i in inert if i.covers(key)), None)
             if hit is None:
                 acting.add(key)
             else:

@@ -12,8 +12,8 @@ from typing import Any
 import torch
 
 from mbrl.agents import SAC
+from mbrl.bench.micro import ACT, OBS, Bench
 from mbrl.config import Config
-from mbrl.tools.benchmarks import ACT, OBS, Bench
 from mbrl.trainer import Trainer
 
 # The whole-loop benchmark's fixed short Hopper MBPO run, as dotted config keys (also handed
@@ -74,7 +74,7 @@ def trained_sac_update(b: Bench, trainer: Trainer, updates: int = 20) -> dict[st
     batches, from two copies of its state taken side by side: one with denormal floats flushed
     to zero, one with them kept. Leaves flushing on, as the bench runs."""
     cfg, agent, gen = trainer.cfg, trainer.agent, torch.Generator(device=b.device).manual_seed(0)
-    batches = [trainer.data.batch(cfg.agent.batch_size, gen) for _ in range(updates)]
+    batches = [trainer.model_side.batch(cfg.agent.batch_size, gen) for _ in range(updates)]
     copies = {}
     for flush in (True, False):
         copies[flush] = SAC(OBS, ACT, cfg.agent, b.device, trainer.amp)

@@ -16,10 +16,10 @@ import numpy as np
 import torch
 
 from mbrl.agents import SAC
+from mbrl.bench.micro import Bench
 from mbrl.config import SACConfig
 from mbrl.envs import env_dims, make_env
 from mbrl.evaluator import DeterministicPolicy, Evaluator, sequential_episodes
-from mbrl.tools.benchmarks import Bench
 
 CPU = torch.device("cpu")
 

@@ -10,7 +10,7 @@ from test_cli import TINY, _run
 from test_fidelity import composed
 
 from mbrl.config import Config
-from mbrl.runtime.idle import idle_sweeps, swept_values, warnings_for
+from mbrl.runtime.inert_settings import inert_sweeps, swept_values, warnings_for
 
 GROUPS = ("env", "algorithm", "model", "algorithm_env")
 
@@ -48,12 +48,12 @@ def test_a_rollout_sweep_that_cannot_act_is_named() -> None:
             f"rollout.max_length={value}",
         )
         assert set(lengths_used(job)) == {1}
-    (warning,) = idle_sweeps(base, sweeps)
+    (warning,) = inert_sweeps(base, sweeps)
     assert "the sweep over rollout.max_length (1, 10) changes nothing" in warning
     assert "first longer rollouts would be at step 2000" in warning
     # The same sweep over a run long enough for the schedule: each value acts.
     longer = composed("env=pendulum", "total_steps=4000", "rollout.min_length=1")
-    assert idle_sweeps(longer, sweeps) == []
+    assert inert_sweeps(longer, sweeps) == []
     used = [
         lengths_used(
             composed(
