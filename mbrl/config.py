@@ -130,19 +130,6 @@ class ModelConfig:
     max_epochs: int | None = None  # cap per fit (None: early stopping alone)
     max_seconds: float | None = None  # wall-clock cap per fit (makes runs machine-dependent)
 
-    # (Names the fit and the tests read.)
-    @property
-    def criterion(self) -> str:
-        return self.select_by
-
-    @property
-    def targets_normalized(self) -> bool:
-        return self.normalize_targets
-
-    @property
-    def decoupled_decay(self) -> float:
-        return self.weight_decay
-
     def check(self) -> str | None:
         """What is wrong with a model's own keys, or None (a subclass checks its keys)."""
         return None
