@@ -13,6 +13,7 @@ from torch.func import functional_call
 
 from flows.nn import EnsembleMLP
 from mbrl.agents.sac import SAC
+from mbrl.buffer import random_transitions
 from mbrl.config import SACConfig
 
 OBS, ACT, B = 5, 2, 32
@@ -38,14 +39,9 @@ class HuberSAC(SAC):
 
 
 def _batch() -> dict[str, Tensor]:
-    g = torch.Generator().manual_seed(0)
-    return {
-        "obs": torch.randn(B, OBS, generator=g),
-        "act": torch.rand(B, ACT, generator=g) * 2 - 1,
-        "rew": 3.0 * torch.randn(B, generator=g),  # TD errors beyond Huber's delta of 1
-        "next_obs": torch.randn(B, OBS, generator=g),
-        "terminated": torch.rand(B, generator=g) < 0.2,
-    }
+    batch = random_transitions(B, OBS, ACT, torch.Generator().manual_seed(0))
+    batch["rew"] = 3.0 * batch["rew"]  # TD errors beyond Huber's delta of 1
+    return batch
 
 
 @pytest.mark.parametrize("compile", [False, True])

@@ -26,6 +26,7 @@ from hydra.utils import get_class
 from torch import Tensor
 
 from mbrl.agents.networks import Actor, TwinQ
+from mbrl.buffer import random_transitions
 from mbrl.compiled import Compiled
 from mbrl.config import ConfigError, SACConfig
 from mbrl.optim import AMP_DTYPES, GuardedStep, adam, autocast
@@ -92,7 +93,7 @@ class SAC:
             return None
         twin = copy.deepcopy(self)  # (its compiled losses are this agent's)
         gen = torch.Generator(device=self.device).manual_seed(0)
-        batch = random_batch(twin, self.cfg.batch_size, gen)
+        batch = random_transitions(self.cfg.batch_size, self.obs_dim, self.act_dim, gen)
         self.compiled.warm_up(lambda: twin.update(batch, gen))
         return self.compiled
 
@@ -199,22 +200,6 @@ class SAC:
         self.opt.load_state_dict(state["opt"])
         self.scaler.load_state_dict(state["scaler"])
         self.nonfinite_steps.copy_(state["nonfinite_steps"])
-
-
-def random_batch(agent: SAC, n: int, generator: torch.Generator) -> dict[str, Tensor]:
-    """A batch of ``n`` random transitions of the agent's sizes (for warm-ups and checks)."""
-    dev, o, a = agent.device, agent.obs_dim, agent.act_dim
-
-    def rand(*shape: int) -> Tensor:
-        return torch.randn(shape, generator=generator, device=dev)
-
-    return {
-        "obs": rand(n, o),
-        "act": rand(n, a).tanh(),
-        "rew": rand(n),
-        "next_obs": rand(n, o),
-        "terminated": rand(n) > 1.0,
-    }
 
 
 def agent_class(target: str) -> type[SAC]:
