@@ -9,7 +9,6 @@ import copy
 import pytest
 import torch
 from torch import Tensor, nn
-from torch.func import functional_call
 
 from flows.nn import EnsembleMLP
 from mbrl.agents.sac import SAC
@@ -96,12 +95,8 @@ class AtomQ(nn.Module):
         super().__init__()
         self.net = EnsembleMLP(2, obs_dim + act_dim, cfg.hidden_sizes, 5, act=nn.ReLU)
 
-    def forward(self, obs: Tensor, act: Tensor, frozen: bool = False) -> Tensor:
-        x = torch.cat([obs, act], dim=-1).expand(2, -1, -1)
-        if frozen:  # the actor's loss: gradients reach the action only
-            params = {k: v.detach() for k, v in self.net.named_parameters()}
-            return functional_call(self.net, params, (x,)).mean(-1)
-        return self.net(x).mean(-1)
+    def forward(self, obs: Tensor, act: Tensor) -> Tensor:
+        return self.net(torch.cat([obs, act], dim=-1).expand(2, -1, -1)).mean(-1)
 
 
 class AtomSAC(SAC):

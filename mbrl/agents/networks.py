@@ -117,15 +117,25 @@ class TwinQ(nn.Module):
         for layer in self.linears:  # (each member's [in, out] slice gets the layer's bounds)
             init_layer(layer.weight, layer.bias, layer.in_dim, layer.out_dim, cfg.init)
 
-    def forward(self, obs: Tensor, act: Tensor, frozen: bool = False) -> Tensor:
-        """``frozen``: the weights as constants, so gradients reach only ``act`` (and ``obs``):
-        the actor's loss must not move the critics."""
+    def forward(self, obs: Tensor, act: Tensor) -> Tensor:
         x = torch.cat([obs, act], dim=-1).expand(2, -1, -1)
-        if frozen:
-            params = {k: v.detach() for k, v in self.net.named_parameters()}
-            return functional_call(self.net, params, (x,)).squeeze(-1)
         return self.net(x).squeeze(-1)
 
     @property
     def linears(self) -> list[EnsembleLinear]:
         return [m for m in self.net.layers if isinstance(m, EnsembleLinear)]
+
+
+def frozen_call(module: nn.Module, *args: Tensor) -> Tensor:
+    """``module(*args)`` with its weights as constants, so that gradients reach ``args`` only
+    (the actor's loss must not move the critics), and in inference mode, so that batch norm
+    normalises with its running statistics and leaves them as they are (CrossQ's actor loss;
+    a plain MLP computes the same either way)."""
+    params = {k: v.detach() for k, v in module.named_parameters()}
+    training = module.training
+    module.train(False)
+    try:
+        out: Tensor = functional_call(module, params, args)
+    finally:
+        module.train(training)
+    return out
