@@ -1,5 +1,6 @@
-"""Defaults are stated once (mbrl/config.py): the generated reference, the README's table, the
-config groups and the flow library's own defaults all agree with it."""
+"""Defaults are stated once (mbrl/config.py; a model's or agent's own keys in its file): the
+generated reference, the README's table, the config groups and the flow library's own
+defaults all agree with it."""
 
 from __future__ import annotations
 
@@ -14,7 +15,14 @@ from flows import EnsembleConditionalFlow
 from flows.coupled import CoupledFlows
 from mbrl.config import FlowConfig
 from mbrl.models.flow import FlowArchConfig
-from mbrl.tools.config_table import builtin_models, defaults, markdown, model_rows
+from mbrl.tools.config_table import (
+    agent_rows,
+    builtin_agents,
+    builtin_models,
+    defaults,
+    markdown,
+    model_rows,
+)
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 
@@ -30,7 +38,9 @@ def test_docs_config_md_is_generated_from_the_dataclasses() -> None:
 
 def test_every_key_has_a_meaning_in_the_reference() -> None:
     rows = [line for line in markdown().splitlines() if line.startswith("| `")]
-    assert len(rows) == len(defaults()) + sum(len(model_rows(c)) for c in builtin_models().values())
+    own = sum(len(model_rows(c)) for c in builtin_models().values())
+    own += sum(len(agent_rows(c)) for c in builtin_agents().values())
+    assert len(rows) == len(defaults()) + own
     assert not [r for r in rows if r.endswith("|  |")], "a config field without a comment"
 
 

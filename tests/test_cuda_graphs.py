@@ -12,9 +12,8 @@ import pytest
 import torch
 from torch import Tensor
 
-from mbrl.agents import SAC, ActingPolicy, SACUpdates
+from mbrl.agents import SAC, ActingPolicy, SACConfig, SACUpdates
 from mbrl.compiled import FallbackError, GraphedStep, tf32_matmuls
-from mbrl.config import SACConfig
 from mbrl.models import DynamicsModel, ModelTrainer
 from mbrl.runtime.timer import PhaseTimer
 from mbrl.tools.update_bench import RealRows

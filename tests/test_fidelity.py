@@ -14,8 +14,8 @@ import torch
 from hydra import compose, initialize_config_dir
 from torch import Tensor, nn
 
-from mbrl.agents import SAC
-from mbrl.config import Config, SACConfig
+from mbrl.agents import SAC, SACConfig
+from mbrl.config import Config
 from mbrl.mbpo import MBPO
 from mbrl.models import DynamicsModel, GaussianEnsemble, ModelTrainer
 from mbrl.models.fit_step import FitProgress

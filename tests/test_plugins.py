@@ -141,7 +141,7 @@ def test_an_agent_subclass_is_selected_by_config(tmp_path: str) -> None:
     trainer = Trainer(cfg, os.path.join(tmp_path, "run"))
     assert type(trainer.agent) is ScaledCriticSAC
     trainer.run()
-    with pytest.raises(ConfigError, match="is not SAC or a subclass"):
+    with pytest.raises(ConfigError, match=r"has no `config` \(an AgentConfig subclass"):
         composed("agent._target_=torch.nn.Linear")
 
 

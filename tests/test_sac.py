@@ -9,9 +9,8 @@ import torch
 from torch import nn
 from torch.distributions import Normal, TanhTransform, TransformedDistribution
 
-from mbrl.agents.sac import SAC
+from mbrl.agents.sac import SAC, SACConfig
 from mbrl.buffer import random_transitions
-from mbrl.config import SACConfig
 
 OBS, ACT, B = 5, 2, 32
 

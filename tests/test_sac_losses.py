@@ -11,9 +11,8 @@ import torch
 from torch import Tensor, nn
 
 from flows.nn import EnsembleMLP
-from mbrl.agents.sac import SAC
+from mbrl.agents.sac import SAC, SACConfig
 from mbrl.buffer import random_transitions
-from mbrl.config import SACConfig
 
 OBS, ACT, B = 5, 2, 32
 

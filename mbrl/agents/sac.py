@@ -10,7 +10,8 @@ the shapes (to change one, override or edit its method): compiled (``compile=Tru
 ``torch.compile`` of :meth:`SAC.losses`, forward and backward), and on a GPU one CUDA graph
 per env step's G updates (``mbrl.agents.updates``).
 
-A variant is a subclass. Besides a loss it may override the networks (``build_actor``,
+A variant is a subclass and its config in one file, registered with ``register_agent``
+(``agent=<name>``). Besides a loss it may override the networks (``build_actor``,
 ``build_critic``), the target network (``build_target``, ``update_target``; it may have
 none), the ensemble's reduction (``reduce_q``), the critics' pass in the actor's loss
 (``frozen_q``) and what an update reports (``metrics``).
@@ -21,23 +22,78 @@ from __future__ import annotations
 import copy
 import math
 from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from hydra.core.config_store import ConfigStore
-from hydra.utils import get_class
 from torch import Tensor, nn
 
 from mbrl.agents.networks import Actor, TwinQ, frozen_call
+from mbrl.agents.registry import register_agent
 from mbrl.buffer import random_transitions
 from mbrl.compiled import Compiled
-from mbrl.config import ConfigError, SACConfig
+from mbrl.config import AgentConfig
 from mbrl.optim import AMP_DTYPES, GuardedStep, adam, autocast
+
+SAC_INITS = ("glorot", "torch")
+LOG_STD_MODES = {"clip": -20.0, "squash": -5.0}  # each mode's default log_std_min
+
+
+@dataclass
+class SACConfig(AgentConfig):
+    """``agent=sac``: soft actor-critic (Haarnoja et al. 2018, v2: automatic entropy tuning)."""
+
+    _target_: str = "mbrl.agents.sac.SAC"
+    hidden_sizes: list[int] = field(default_factory=lambda: [256, 256])  # actor and critics
+    actor_lr: float = 3e-4  # Adam
+    critic_lr: float = 3e-4  # Adam
+    alpha_lr: float = 3e-4  # Adam, on log alpha
+    gamma: float = 0.99  # discount
+    tau: float = 0.005  # target-network Polyak step
+    init_alpha: float = 1.0  # initial entropy temperature
+    autotune: bool = True  # learn alpha towards target_entropy
+    target_entropy: float | None = None  # None: -act_dim (SAC v2 heuristic)
+    # The actor's log-std in [log_std_min, log_std_max]: clip (softlearning's clip_by_value, as
+    # MBPO) | squash (smoothly, min + (max - min)(tanh(raw) + 1) / 2, as CleanRL / SpinningUp)
+    log_std_mode: str = "clip"
+    # None: the mode's own, -20 (clip, softlearning) or -5 (squash)
+    log_std_min: float | None = None
+    log_std_max: float = 2.0  # upper end of the range (softlearning: 2)
+    # Initial weights: glorot (softlearning's Keras Dense default: glorot-uniform weights, zero
+    # biases) | torch (nn.Linear's default: weights and biases uniform in +-1/sqrt(fan_in)).
+    init: str = "glorot"
+
+    def log_std_range(self) -> tuple[float, float]:
+        """The actor's (min, max) log-std: ``log_std_min`` or, when None, the mode's own."""
+        low = LOG_STD_MODES.get(self.log_std_mode, 0.0)
+        return (low if self.log_std_min is None else self.log_std_min), self.log_std_max
+
+    def check(self) -> str | None:
+        """What is wrong with SAC's own keys, or None."""
+        if not self.hidden_sizes or min(self.hidden_sizes) < 1:
+            return f"agent.hidden_sizes={self.hidden_sizes!r}: need one or more widths >= 1"
+        for key in ("actor_lr", "critic_lr", "alpha_lr", "init_alpha"):
+            if not getattr(self, key) > 0:
+                return f"agent.{key}={getattr(self, key)!r} is not allowed; it must be > 0"
+        if not 0 <= self.gamma < 1:
+            return f"agent.gamma={self.gamma!r} is not allowed; it must be in [0, 1)"
+        if not 0 < self.tau <= 1:
+            return f"agent.tau={self.tau!r} is not allowed; it must be in (0, 1]"
+        for key, allowed in (("init", SAC_INITS), ("log_std_mode", tuple(LOG_STD_MODES))):
+            if getattr(self, key) not in allowed:
+                value = getattr(self, key)
+                return f"agent.{key}={value!r} is not allowed; choose one of: {', '.join(allowed)}"
+        low, high = self.log_std_range()
+        if not low < high:
+            return f"agent.log_std_min={low} must be below agent.log_std_max={high}"
+        return None
 
 
 class SAC:
     """The agent: networks, the optimizer and the update step. ``compile=True`` runs
     :meth:`losses` (and its backward) through ``torch.compile``, eager if compiling fails."""
+
+    config = SACConfig  # (agent=sac; a subclass names its own)
 
     def __init__(
         self,
@@ -76,11 +132,12 @@ class SAC:
 
     def build_actor(self, obs_dim: int, act_dim: int, cfg: SACConfig) -> Actor:
         """The policy network (a subclass may return another one of the same interface)."""
-        return Actor(obs_dim, act_dim, cfg)
+        log_std = (cfg.log_std_mode, cfg.log_std_range())
+        return Actor(obs_dim, act_dim, cfg.hidden_sizes, cfg.init, *log_std)
 
     def build_critic(self, obs_dim: int, act_dim: int, cfg: SACConfig) -> nn.Module:
         """The critic ensemble: (obs [B, o], act [B, a]) -> q [N, B]; SAC's twins, N = 2."""
-        return TwinQ(obs_dim, act_dim, cfg)
+        return TwinQ(obs_dim, act_dim, cfg.hidden_sizes, cfg.init)
 
     def build_target(self, obs_dim: int, act_dim: int, cfg: SACConfig) -> nn.Module | None:
         """The critic's target copy that ``target_q`` bootstraps from, Polyak-averaged
@@ -237,16 +294,4 @@ class SAC:
         self.nonfinite_steps.copy_(state["nonfinite_steps"])
 
 
-def agent_class(target: str) -> type[SAC]:
-    """The class ``agent._target_`` names: :class:`SAC` or a subclass of it (built as
-    ``cls(obs_dim, act_dim, cfg.agent, device, amp, compile)``)."""
-    try:
-        cls = get_class(target)
-    except Exception as err:  # (hydra wraps import errors of every kind)
-        raise ConfigError(f"agent._target_={target!r} cannot be imported: {err}") from None
-    if not (isinstance(cls, type) and issubclass(cls, SAC)):
-        raise ConfigError(f"agent._target_={target!r} is not SAC or a subclass of it")
-    return cls
-
-
-ConfigStore.instance().store(group="agent", name="sac", node=SACConfig)
+register_agent("sac", SACConfig)

@@ -15,8 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from mbrl.agents import SAC
-from mbrl.config import SACConfig
+from mbrl.agents import SAC, SACConfig
 from mbrl.envs import env_dims, make_env
 from mbrl.evaluator import DeterministicPolicy, Evaluator, sequential_episodes
 from mbrl.tools.benchmarks import Bench

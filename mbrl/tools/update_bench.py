@@ -25,10 +25,9 @@ import torch
 from torch import Tensor
 from torch.utils.flop_counter import FlopCounterMode
 
-from mbrl.agents import SAC, SACUpdates
+from mbrl.agents import SAC, SACConfig, SACUpdates
 from mbrl.buffer import ReplayBuffer, random_transitions, transition_fields
 from mbrl.compiled import tf32_matmuls
-from mbrl.config import SACConfig
 from mbrl.models import DynamicsModel, ModelTrainer, model_config
 from mbrl.tools.benchmarks import ACT, OBS, Bench, gemm_block
 from mbrl.tools.reference_worker import ReferenceWorker
