@@ -20,7 +20,7 @@ from hydra import compose, initialize_config_dir
 from torch import Tensor, nn
 
 from flows.nn import EnsembleLinear, EnsembleMLP
-from mbrl.agents import SAC, SACConfig, register_agent
+from mbrl.agents import SAC, SACConfig, SACUpdates, register_agent
 from mbrl.buffer import random_transitions
 from mbrl.config import Config, ConfigError, ModelConfig
 from mbrl.launch import resolve
@@ -28,6 +28,7 @@ from mbrl.models import DynamicsModel, ModelTrainer, register_model
 from mbrl.models.base import weighted_mean
 from mbrl.runtime.checkpoint import load
 from mbrl.runtime.validate import to_yaml, validate
+from mbrl.tools.update_bench import RealRows
 from mbrl.trainer import Trainer
 
 from tests_support import tiny_model_config
@@ -433,6 +434,38 @@ def test_a_distributional_agent_defined_here_trains_compiled(
     # SAC's target network, Polyak-averaged as SAC's: it moved, and is not the critic
     assert _moved(first["critic_target"], last["critic_target"])
     assert _moved(last["critic"], last["critic_target"])
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize(("cls", "config"), [(CrossQ, CrossQConfig), (QuantileSAC, QuantileConfig)])
+def test_the_agents_defined_here_run_as_cuda_graphs(
+    cls: type[SAC], config: type[SACConfig]
+) -> None:
+    """On a GPU each agent's block of updates is compiled and replayed as one CUDA graph
+    (strict mode, set for cuda tests: a fallback fails the test), and computes what its eager
+    updates compute: the same weights and batch-norm statistics, to within the compiled
+    kernels' rounding. Skipped without CUDA."""
+    dev, obs_dim, act_dim = torch.device("cuda"), 11, 3
+
+    def blocks(compile: bool) -> tuple[SAC, SACUpdates]:
+        torch.manual_seed(0)
+        cfg = config(hidden_sizes=[64, 64], batch_size=64)
+        agent = cls(obs_dim, act_dim, cfg, dev, "off", compile)
+        agent.warm_up()
+        gen = torch.Generator(device=dev).manual_seed(1)
+        rows = RealRows(dev, 2000, obs_dim, act_dim)
+        updates = SACUpdates(agent, rows, 64, gen, graphs=compile)
+        for _ in range(8):  # 3 uncaptured blocks, a capture, replays
+            updates(5)
+        return agent, updates
+
+    eager, _ = blocks(compile=False)
+    graphed, updates = blocks(compile=True)
+    assert updates.ran == "compiled, graphed" and updates.replays == 8 - 3
+    for net in ("actor", "critic"):
+        mine, theirs = getattr(graphed, net).state_dict(), getattr(eager, net).state_dict()
+        for key, value in theirs.items():
+            torch.testing.assert_close(mine[key], value, rtol=1e-2, atol=1e-3)
 
 
 def test_the_deterministic_ensemble_fits_and_predicts_without_noise() -> None:
