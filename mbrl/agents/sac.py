@@ -29,7 +29,7 @@ import torch
 from torch import Tensor, nn
 
 from mbrl.agents.networks import Actor, TwinQ, frozen_call
-from mbrl.agents.registry import register_agent
+from mbrl.agents.register import register_agent
 from mbrl.buffer import random_transitions
 from mbrl.compiled import Compiled
 from mbrl.config import AgentConfig

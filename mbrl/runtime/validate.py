@@ -14,7 +14,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
-from mbrl.agents.registry import config_class as agent_config_class
+from mbrl.agents.register import config_class as agent_config_class
 from mbrl.config import (
     ACT_DEVICES,
     ALGORITHMS,
