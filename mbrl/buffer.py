@@ -34,6 +34,30 @@ def transition_fields(obs_dim: int, act_dim: int) -> Fields:
     }
 
 
+def random_transitions(
+    n: int, obs_dim: int, act_dim: int, generator: torch.Generator, terminal: float = 0.2
+) -> dict[str, Tensor]:
+    """``n`` random transitions in the fields of :func:`transition_fields`, on the
+    generator's device (for compile warm-ups, benchmarks and tests): standard-normal
+    observations and rewards, uniform actions in [-1, 1], a share ``terminal`` of the rows
+    terminated, none truncated."""
+
+    def rand(*shape: int) -> Tensor:
+        return torch.rand(shape, generator=generator, device=generator.device)
+
+    def randn(*shape: int) -> Tensor:
+        return torch.randn(shape, generator=generator, device=generator.device)
+
+    return {
+        "obs": randn(n, obs_dim),
+        "act": rand(n, act_dim) * 2 - 1,
+        "rew": randn(n),
+        "next_obs": randn(n, obs_dim),
+        "terminated": rand(n) < terminal,
+        "truncated": torch.zeros(n, dtype=torch.bool, device=generator.device),
+    }
+
+
 class ReplayBuffer:
     """Ring buffer of named tensor fields, all ``[capacity, *shape]`` on one device."""
 

@@ -21,8 +21,6 @@ ACT_DEVICES = ("auto", "cpu", "train")
 ALGORITHMS = ("sac", "mbpo")
 REWARDER_MODES = ("none", "penalty", "filter")
 COMPILE_MODES = ("auto", "true", "false")
-SAC_INITS = ("glorot", "torch")
-LOG_STD_MODES = {"clip": -20.0, "squash": -5.0}  # each mode's default log_std_min
 REAL_DATA = ("episode", "step")
 VECTOR_MODES = ("auto", "sync", "async")
 
@@ -56,41 +54,23 @@ class AlgorithmConfig:
 
 
 @dataclass
-class SACConfig:
-    """Soft actor-critic (Haarnoja et al. 2018, v2 with automatic entropy tuning)."""
+class AgentConfig:
+    """The agent (``agent=<name>``): the keys the loop reads, at SAC's values.
 
-    # The agent's class: SAC, or a subclass of yours (agent._target_=mypkg.agents.MySAC) built
-    # as cls(obs_dim, act_dim, cfg.agent, device, amp, compile)
-    _target_: str = "mbrl.agents.sac.SAC"
-    hidden_sizes: list[int] = field(default_factory=lambda: [256, 256])  # actor and critics
-    actor_lr: float = 3e-4  # Adam
-    critic_lr: float = 3e-4  # Adam
-    alpha_lr: float = 3e-4  # Adam, on log alpha
-    gamma: float = 0.99  # discount
-    tau: float = 0.005  # target-network Polyak step
+    An agent's own keys are in a subclass beside its class (``agent=sac``:
+    mbrl/agents/sac.py), registered with ``mbrl.agents.register_agent``; validate() gives the
+    node the chosen agent's keys."""
+
+    _target_: str = "mbrl.agents.sac.SAC"  # the agent's class (module.Class)
     batch_size: int = 256  # transitions per update (real and model rows together in MBPO)
-    init_alpha: float = 1.0  # initial entropy temperature
-    autotune: bool = True  # learn alpha towards target_entropy
-    target_entropy: float | None = None  # None: -act_dim (SAC v2 heuristic)
-    # The actor's log-std in [log_std_min, log_std_max]: clip (softlearning's clip_by_value, as
-    # MBPO) | squash (smoothly, min + (max - min)(tanh(raw) + 1) / 2, as CleanRL / SpinningUp)
-    log_std_mode: str = "clip"
-    log_std_min: float | None = (
-        None  # None: the mode's own, -20 (clip, softlearning) or -5 (squash)
-    )
-    log_std_max: float = 2.0  # upper end of the range (softlearning: 2)
-    # Initial weights: glorot (softlearning's Keras Dense default: glorot-uniform weights, zero
-    # biases) | torch (nn.Linear's default: weights and biases uniform in +-1/sqrt(fan_in)).
-    init: str = "glorot"
     # Where env actions are computed: train (the training device), cpu (a CPU copy of the
     # actor, refreshed every act_sync_every env steps), auto (cpu when training on CUDA).
     act_device: str = "auto"
     act_sync_every: int = 10  # env steps between refreshes of the CPU copy
 
-    def log_std_range(self) -> tuple[float, float]:
-        """The actor's (min, max) log-std: ``log_std_min`` or, when None, the mode's own."""
-        low = LOG_STD_MODES.get(self.log_std_mode, 0.0)
-        return (low if self.log_std_min is None else self.log_std_min), self.log_std_max
+    def check(self) -> str | None:
+        """What is wrong with an agent's own keys, or None (a subclass checks its keys)."""
+        return None
 
 
 @dataclass
@@ -135,19 +115,6 @@ class ModelConfig:
     improvement: float = 0.01  # relative holdout gain that counts (MBPO: 1 %)
     max_epochs: int | None = None  # cap per fit (None: early stopping alone)
     max_seconds: float | None = None  # wall-clock cap per fit (makes runs machine-dependent)
-
-    # (Names the fit and the tests read.)
-    @property
-    def criterion(self) -> str:
-        return self.select_by
-
-    @property
-    def targets_normalized(self) -> bool:
-        return self.normalize_targets
-
-    @property
-    def decoupled_decay(self) -> float:
-        return self.weight_decay
 
     def check(self) -> str | None:
         """What is wrong with a model's own keys, or None (a subclass checks its keys)."""
@@ -245,7 +212,8 @@ class ProfileConfig:
 class Config:
     env: EnvConfig = field(default_factory=EnvConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
-    agent: SACConfig = field(default_factory=SACConfig)
+    # (The loop's keys at SAC's values; validate() gives the node the agent's own keys too.)
+    agent: AgentConfig = field(default_factory=AgentConfig)
     buffer: BufferConfig = field(default_factory=BufferConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)

@@ -32,8 +32,9 @@ from mbrl.runtime.memory import check_memory
 from mbrl.runtime.utils import resolve_device
 from mbrl.runtime.validate import validate
 
-# Config groups select a file; a resumed run cannot switch them.
-GROUPS = ("env", "algorithm", "model")
+# Config groups select a file or a registered config; a resumed run cannot switch them (the
+# key that names each choice in a saved config).
+GROUPS = {"env": "name", "algorithm": "name", "model": "name", "agent": "_target_"}
 PLUGINS_VAR = "FLOWMBPO_PLUGINS"
 
 
@@ -126,7 +127,8 @@ def resolve(cfg: DictConfig, overrides: list[str]) -> Config:
         if key == "resume" or key.startswith("hydra"):
             continue
         if key in GROUPS:
-            new, old = OmegaConf.select(cfg, f"{key}.name"), OmegaConf.select(saved, f"{key}.name")
+            path = f"{key}.{GROUPS[key]}"
+            new, old = OmegaConf.select(cfg, path), OmegaConf.select(saved, path)
             if new != old:
                 raise ConfigError(
                     f"resume={resume!r} is a {key}={old} run; it cannot continue as {key}={new}"

@@ -208,7 +208,7 @@ class ModelSide:
                 data["rew"],
                 gen,
                 on_epoch=lambda epoch, score: status(
-                    f"model fit: epoch {epoch}, holdout {self.cfg.model.criterion} {score:.4g}"
+                    f"model fit: epoch {epoch}, holdout {self.cfg.model.select_by} {score:.4g}"
                 ),
                 stop=stop,
             )

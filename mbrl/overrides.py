@@ -11,9 +11,12 @@ import contextlib
 import difflib
 import os
 import sys
+from collections.abc import Mapping
+from typing import Any
 
 from hydra.core.config_store import ConfigStore
 
+from mbrl.agents import AGENTS
 from mbrl.config import ConfigError
 from mbrl.models import MODELS
 from mbrl.runtime import distributed
@@ -63,7 +66,7 @@ def refuse_unknown_overrides(argv: list[str], conf_dir: str) -> None:
     """Before hydra: an override of a key the config does not have, with or without ``+``,
     or a config group's choice that is not one of its files (``env=hoper``), stops with one
     message naming the closest real one."""
-    model = _model_target(argv)
+    model, agent = _chosen_target(argv, "model", MODELS), _chosen_target(argv, "agent", AGENTS)
     for arg in argv[1:]:
         if arg.startswith("-") or "=" not in arg:
             continue
@@ -72,7 +75,7 @@ def refuse_unknown_overrides(argv: list[str], conf_dir: str) -> None:
             if key in CONFIG_GROUPS:
                 check_choice(key, value, conf_dir)
             elif key.split(".")[0].split("/")[0] != "hydra":  # (hydra's own: hydra/launcher=)
-                check_key(key, model)
+                check_key(key, model, agent)
         except ConfigError as err:
             fail(err)
 
@@ -104,16 +107,17 @@ def check_choice(group: str, value: str, conf_dir: str) -> None:
             )
 
 
-def _model_target(argv: list[str]) -> str | None:
-    """The model class the command line picks (``model=<name>``, ``model._target_=...``);
-    None: the default model, or a name refused by :func:`check_choice`."""
+def _chosen_target(argv: list[str], group: str, registered: Mapping[str, Any]) -> str | None:
+    """The class the command line picks for ``group`` (``model=<name>``,
+    ``model._target_=...``; ``agent`` alike), ``registered`` mapping names to configs; None:
+    the default class, or a name refused by :func:`check_choice`."""
     choice, target = None, None  # (the last of each, as hydra takes them)
     for arg in argv[1:]:
         key, _, value = arg.partition("=")
         key = key.lstrip("+~")
-        if key == "model":
-            choice = MODELS[value]._target_ if value in MODELS else None
-        elif key == "model._target_":
+        if key == group:
+            choice = registered[value]._target_ if value in registered else None
+        elif key == f"{group}._target_":
             target = value
     return target or choice
 

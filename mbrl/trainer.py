@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from mbrl import run_state
-from mbrl.agents import ActingPolicy, SACUpdates, agent_class, resolve_act_device
+from mbrl.agents import SAC, ActingPolicy, SACUpdates, build_agent, resolve_act_device
 from mbrl.buffer import ReplayBuffer, transition_fields
 from mbrl.collector import Collector
 from mbrl.compiled import Compiled, tf32_matmuls
@@ -77,9 +77,9 @@ class Trainer:
         self.model_amp = resolve_amp(cfg.amp, self.device, "model")
         self.compiling = resolve_compile(cfg, self.device, self.world, self.amp)
         self.tf32 = cfg.tf32 and self.device.type == "cuda"  # SAC, model fits and rollouts
-        cls = agent_class(cfg.agent._target_)  # SAC, or a subclass the config names
-        with seeded(cfg.seed + AGENT_SEED, self.device):  # whatever the model is
-            self.agent = cls(obs_dim, act_dim, cfg.agent, self.device, self.amp, self.compiling.on)
+        with seeded(cfg.seed + AGENT_SEED, self.device):  # whatever the model is (agent=<name>)
+            fast = (self.device, self.amp, self.compiling.on)
+            self.agent: SAC = build_agent(obs_dim, act_dim, cfg.agent, *fast)
         act_device = resolve_act_device(cfg.agent.act_device, self.device)
         self.acting = ActingPolicy(self.agent, act_device, cfg.agent.act_sync_every)
         with seeded(cfg.seed + MODEL_SEED, self.device):

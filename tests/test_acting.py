@@ -8,8 +8,7 @@ import os
 import pytest
 import torch
 
-from mbrl.agents import SAC, ActingPolicy, resolve_act_device
-from mbrl.config import SACConfig
+from mbrl.agents import SAC, ActingPolicy, SACConfig, resolve_act_device
 from mbrl.runtime.checkpoint import load
 from mbrl.runtime.speed import resolve_amp
 from mbrl.trainer import Trainer

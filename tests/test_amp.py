@@ -9,8 +9,7 @@ import math
 import torch
 
 from flows import EnsembleConditionalFlow
-from mbrl.agents import SAC
-from mbrl.config import SACConfig
+from mbrl.agents import SAC, SACConfig
 from mbrl.models import DynamicsModel
 
 from tests_support import tiny_model_config

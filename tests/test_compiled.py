@@ -17,11 +17,11 @@ import torch._inductor.config as inductor_config
 from torch import Tensor, nn
 
 from flows.nn import ReLU
-from mbrl.agents import SAC, SACUpdates
+from mbrl.agents import SAC, SACConfig, SACUpdates
 from mbrl.bench import micro, update_bench
 from mbrl.bench.update_bench import RealRows
 from mbrl.compiled import FallbackError, strict
-from mbrl.config import ConfigError, SACConfig
+from mbrl.config import ConfigError
 from mbrl.models import DynamicsModel, ModelTrainer
 from mbrl.models.fit_step import minibatches
 from mbrl.models.flow import FlowArchConfig

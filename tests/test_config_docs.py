@@ -1,5 +1,6 @@
-"""Defaults are stated once (mbrl/config.py; a flow's architecture in flows/flow.py, which the
-config reads): the generated reference, the README's table and the config groups agree with it."""
+"""Defaults are stated once (mbrl/config.py; a model's or agent's own keys in its file; a
+flow's architecture in flows/flow.py, which the config reads): the generated reference, the
+README's table and the config groups agree with it."""
 
 from __future__ import annotations
 
@@ -10,7 +11,14 @@ import pytest
 import yaml
 
 from mbrl.envs import ENVS
-from mbrl.tools.config_reference import builtin_models, defaults, markdown, model_rows
+from mbrl.tools.config_reference import (
+    agent_rows,
+    builtin_agents,
+    builtin_models,
+    defaults,
+    markdown,
+    model_rows,
+)
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 
@@ -29,7 +37,9 @@ def test_every_key_has_a_meaning_in_the_reference() -> None:
     rows = [line for line in keys.splitlines() if line.startswith("| `")]
     named = [line.split("`")[1] for line in envs.splitlines() if line.startswith("| `")]
     assert named == ["env=", *ENVS]  # (the header, then a row per registered env)
-    assert len(rows) == len(defaults()) + sum(len(model_rows(c)) for c in builtin_models().values())
+    own = sum(len(model_rows(c)) for c in builtin_models().values())
+    own += sum(len(agent_rows(c)) for c in builtin_agents().values())
+    assert len(rows) == len(defaults()) + own
     assert not [r for r in rows if r.endswith("|  |")], "a config field without a comment"
 
 

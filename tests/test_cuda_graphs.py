@@ -12,10 +12,9 @@ import pytest
 import torch
 from torch import Tensor
 
-from mbrl.agents import SAC, ActingPolicy, SACUpdates
+from mbrl.agents import SAC, ActingPolicy, SACConfig, SACUpdates
 from mbrl.bench.update_bench import RealRows
 from mbrl.compiled import FallbackError, GraphedStep, tf32_matmuls
-from mbrl.config import SACConfig
 from mbrl.models import DynamicsModel, ModelTrainer
 from mbrl.runtime.timer import PhaseTimer
 

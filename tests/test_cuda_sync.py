@@ -7,9 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mbrl.agents import SAC
+from mbrl.agents import SAC, SACConfig
 from mbrl.buffer import ReplayBuffer, transition_fields
-from mbrl.config import SACConfig
 from mbrl.envs import env_spec
 from mbrl.models import DynamicsModel, ModelTrainer
 from mbrl.rollout import rollout

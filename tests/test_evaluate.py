@@ -13,8 +13,7 @@ import pytest
 import torch
 from torch import Tensor
 
-from mbrl.agents import SAC
-from mbrl.config import SACConfig
+from mbrl.agents import SAC, SACConfig
 from mbrl.envs import make_env
 from mbrl.evaluator import DeterministicPolicy, Evaluator, episode_metrics, sequential_episodes
 from mbrl.tools.eval_checkpoint import (

@@ -14,8 +14,8 @@ import torch
 from hydra import compose, initialize_config_dir
 from torch import Tensor, nn
 
-from mbrl.agents import SAC
-from mbrl.config import Config, SACConfig
+from mbrl.agents import SAC, SACConfig
+from mbrl.config import Config
 from mbrl.mbpo import ModelSide
 from mbrl.models import DynamicsModel, GaussianEnsemble, ModelTrainer
 from mbrl.models.fit_step import FitProgress
@@ -132,7 +132,7 @@ def test_shared_settings_are_mbpos() -> None:
     assert (m.members, m.elites, m.lr, m.batch_size) == (7, 5, 1e-3, 256)
     assert (m.holdout_ratio, m.max_holdout, m.patience, m.improvement) == (0.2, 5000, 5, 0.01)
     assert m.max_epochs is None and m.max_seconds is None  # max_epochs=None, max_model_t=None
-    assert m.criterion == "mse" and not m.targets_normalized and m.decoupled_decay == 0.0
+    assert m.select_by == "mse" and not m.normalize_targets and m.weight_decay == 0.0
     assert m.l2_coefs == [2.5e-5, 5e-5, 7.5e-5, 7.5e-5, 1e-4]  # constructor.py
 
 

@@ -185,7 +185,7 @@ def test_the_bars_holdout_figure_is_the_logged_one(name: str) -> None:
     next_obs = obs + 5.0 * torch.randn(600, 2, generator=g)  # targets far from unit scale
     out = trainer.fit(obs, act, next_obs, 10 * torch.randn(600, generator=g), g,
                       on_epoch=lambda epoch, score: shown.append(score))  # fmt: skip
-    key = "model/holdout_nll" if cfg.criterion == "nll" else "model/holdout_mse"
+    key = "model/holdout_nll" if cfg.select_by == "nll" else "model/holdout_mse"
     assert len(shown) == out["model/epochs"]
     assert shown[-1] == pytest.approx(float(out[key]), rel=1e-5)
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from mbrl.agents import SAC
+from mbrl.agents import SAC, SACConfig
 from mbrl.buffer import ReplayBuffer, transition_fields
-from mbrl.config import Config, FlowConfig, RewarderConfig, SACConfig
+from mbrl.config import Config, FlowConfig, RewarderConfig
 from mbrl.envs import env_spec
 from mbrl.models import DynamicsModel
 from mbrl.rewarder import Rewarder

@@ -9,22 +9,14 @@ import torch
 from torch import nn
 from torch.distributions import Normal, TanhTransform, TransformedDistribution
 
-from mbrl.agents.sac import SAC
-from mbrl.config import SACConfig
+from mbrl.agents.sac import SAC, SACConfig
+from mbrl.buffer import random_transitions
 
 OBS, ACT, B = 5, 2, 32
 
 
 def _batch(seed: int = 0) -> dict[str, torch.Tensor]:
-    g = torch.Generator().manual_seed(seed)
-    return {
-        "obs": torch.randn(B, OBS, generator=g),
-        "act": torch.rand(B, ACT, generator=g) * 2 - 1,
-        "rew": torch.randn(B, generator=g),
-        "next_obs": torch.randn(B, OBS, generator=g),
-        "terminated": torch.rand(B, generator=g) < 0.2,
-        "truncated": torch.zeros(B, dtype=torch.bool),
-    }
+    return random_transitions(B, OBS, ACT, torch.Generator().manual_seed(seed))
 
 
 def _sac(**kw: object) -> SAC:

@@ -9,11 +9,10 @@ import copy
 import pytest
 import torch
 from torch import Tensor, nn
-from torch.func import functional_call
 
 from flows.nn import EnsembleMLP
-from mbrl.agents.sac import SAC
-from mbrl.config import SACConfig
+from mbrl.agents.sac import SAC, SACConfig
+from mbrl.buffer import random_transitions
 
 OBS, ACT, B = 5, 2, 32
 
@@ -38,14 +37,9 @@ class HuberSAC(SAC):
 
 
 def _batch() -> dict[str, Tensor]:
-    g = torch.Generator().manual_seed(0)
-    return {
-        "obs": torch.randn(B, OBS, generator=g),
-        "act": torch.rand(B, ACT, generator=g) * 2 - 1,
-        "rew": 3.0 * torch.randn(B, generator=g),  # TD errors beyond Huber's delta of 1
-        "next_obs": torch.randn(B, OBS, generator=g),
-        "terminated": torch.rand(B, generator=g) < 0.2,
-    }
+    batch = random_transitions(B, OBS, ACT, torch.Generator().manual_seed(0))
+    batch["rew"] = 3.0 * batch["rew"]  # TD errors beyond Huber's delta of 1
+    return batch
 
 
 @pytest.mark.parametrize("compile", [False, True])
@@ -100,12 +94,8 @@ class AtomQ(nn.Module):
         super().__init__()
         self.net = EnsembleMLP(2, obs_dim + act_dim, cfg.hidden_sizes, 5, act=nn.ReLU)
 
-    def forward(self, obs: Tensor, act: Tensor, frozen: bool = False) -> Tensor:
-        x = torch.cat([obs, act], dim=-1).expand(2, -1, -1)
-        if frozen:  # the actor's loss: gradients reach the action only
-            params = {k: v.detach() for k, v in self.net.named_parameters()}
-            return functional_call(self.net, params, (x,)).mean(-1)
-        return self.net(x).mean(-1)
+    def forward(self, obs: Tensor, act: Tensor) -> Tensor:
+        return self.net(torch.cat([obs, act], dim=-1).expand(2, -1, -1)).mean(-1)
 
 
 class AtomSAC(SAC):

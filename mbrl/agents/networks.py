@@ -1,7 +1,8 @@
 """SAC's networks: the tanh-Gaussian actor and the twin critics (one batched module). Plain
 modules run by their ``forward``; under AMP the hidden layers run in bf16/fp16 and the output
 heads in fp32. Hidden activations are ReLU (softlearning's default), as ``flows.nn.ReLU``:
-the same function and gradient, with a backward that compiles well."""
+the same function and gradient, with a backward that compiles well. They take their sizes
+and settings as arguments (the agent reads them from its config)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ from torch import Tensor, nn
 from torch.func import functional_call
 
 from flows.nn import EnsembleLinear, EnsembleMLP, ReLU, fp32, full
-from mbrl.config import SACConfig
 
 _LOG2 = math.log(2.0)
 
@@ -61,14 +61,24 @@ def init_layer(weight: Tensor, bias: Tensor, fan_in: int, fan_out: int, how: str
 class Actor(nn.Module):
     """obs [B, obs_dim] -> tanh-squashed Gaussian over actions in [-1, 1]^act_dim."""
 
-    def __init__(self, obs_dim: int, act_dim: int, cfg: SACConfig) -> None:
+    def __init__(
+        self,
+        obs_dim: int,
+        act_dim: int,
+        hidden: Sequence[int],
+        init: str,
+        log_std_mode: str,
+        log_std_range: tuple[float, float],
+    ) -> None:
+        """``init``: see :func:`init_layer`; ``log_std_mode``: clip | squash, into
+        ``log_std_range`` (min, max)."""
         super().__init__()
         self.act_dim = act_dim
-        self.net = mlp(obs_dim, cfg.hidden_sizes, 2 * act_dim)
-        self.log_std_mode = cfg.log_std_mode
-        self.log_std_min, self.log_std_max = cfg.log_std_range()
+        self.net = mlp(obs_dim, hidden, 2 * act_dim)
+        self.log_std_mode = log_std_mode
+        self.log_std_min, self.log_std_max = log_std_range
         for layer in self.linears:
-            init_layer(layer.weight, layer.bias, layer.in_features, layer.out_features, cfg.init)
+            init_layer(layer.weight, layer.bias, layer.in_features, layer.out_features, init)
 
     def forward(self, obs: Tensor) -> tuple[Tensor, Tensor]:
         """(mean, log_std) [B, act_dim] each."""
@@ -111,21 +121,31 @@ class TwinQ(nn.Module):
     """Two Q-networks as one ensemble: (obs [B, o], act [B, a]) -> q [2, B]. The Q head runs in
     fp32 under AMP: at Q ~ 300 bf16's spacing is 2, as large as the TD errors it would carry."""
 
-    def __init__(self, obs_dim: int, act_dim: int, cfg: SACConfig) -> None:
+    def __init__(self, obs_dim: int, act_dim: int, hidden: Sequence[int], init: str) -> None:
         super().__init__()
-        self.net = EnsembleMLP(2, obs_dim + act_dim, cfg.hidden_sizes, 1, act=ReLU)
+        self.net = EnsembleMLP(2, obs_dim + act_dim, hidden, 1, act=ReLU)
         for layer in self.linears:  # (each member's [in, out] slice gets the layer's bounds)
-            init_layer(layer.weight, layer.bias, layer.in_dim, layer.out_dim, cfg.init)
+            init_layer(layer.weight, layer.bias, layer.in_dim, layer.out_dim, init)
 
-    def forward(self, obs: Tensor, act: Tensor, frozen: bool = False) -> Tensor:
-        """``frozen``: the weights as constants, so gradients reach only ``act`` (and ``obs``):
-        the actor's loss must not move the critics."""
+    def forward(self, obs: Tensor, act: Tensor) -> Tensor:
         x = torch.cat([obs, act], dim=-1).expand(2, -1, -1)
-        if frozen:
-            params = {k: v.detach() for k, v in self.net.named_parameters()}
-            return functional_call(self.net, params, (x,)).squeeze(-1)
         return self.net(x).squeeze(-1)
 
     @property
     def linears(self) -> list[EnsembleLinear]:
         return [m for m in self.net.layers if isinstance(m, EnsembleLinear)]
+
+
+def frozen_call(module: nn.Module, *args: Tensor) -> Tensor:
+    """``module(*args)`` with its weights as constants, so that gradients reach ``args`` only
+    (the actor's loss must not move the critics), and in inference mode, so that batch norm
+    normalises with its running statistics and leaves them as they are (CrossQ's actor loss;
+    a plain MLP computes the same either way)."""
+    params = {k: v.detach() for k, v in module.named_parameters()}
+    training = module.training
+    module.train(False)
+    try:
+        out: Tensor = functional_call(module, params, args)
+    finally:
+        module.train(training)
+    return out

@@ -5,12 +5,16 @@ The losses are defined once, below, as autograd code: ``critic_loss``, ``actor_l
 ``alpha_loss`` (and ``target_q``). One update takes the gradients of all three from the same
 parameters and makes one optimizer step, as softlearning runs the critic, policy and alpha
 training ops together; the actor's loss sees the critics' weights as constants, so each loss
-moves only its own parameters.
+moves only its own parameters. These losses are what runs, on every device and whatever
+the shapes (to change one, override or edit its method): compiled (``compile=True``:
+``torch.compile`` of :meth:`SAC.losses`, forward and backward), and on a GPU one CUDA graph
+per env step's G updates (``mbrl.agents.updates``).
 
-These losses are what runs, on every device. To change one, override or edit its method: the
-update trains through autograd whatever the shapes. Speed comes from the compiler
-(``compile=True``: ``torch.compile`` of :meth:`SAC.losses`, forward and backward), and on a
-GPU from one CUDA graph per env step's G updates (``mbrl.agents.updates``).
+A variant is a subclass and its config in one file, registered with ``register_agent``
+(``agent=<name>``). Besides a loss it may override the networks (``build_actor``,
+``build_critic``), the target network (``build_target``, ``update_target``; it may have
+none), the ensemble's reduction (``reduce_q``), the critics' pass in the actor's loss
+(``frozen_q``) and what an update reports (``metrics``).
 """
 
 from __future__ import annotations
@@ -18,24 +22,78 @@ from __future__ import annotations
 import copy
 import math
 from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from hydra.core.config_store import ConfigStore
-from hydra.utils import get_class
-from torch import Tensor
+from torch import Tensor, nn
 
-from mbrl.agents.networks import Actor, TwinQ
+from mbrl.agents.networks import Actor, TwinQ, frozen_call
+from mbrl.agents.register import register_agent
+from mbrl.buffer import random_transitions
 from mbrl.compiled import Compiled
-from mbrl.config import ConfigError, SACConfig
+from mbrl.config import AgentConfig
 from mbrl.optim import AMP_DTYPES, GuardedStep, adam, autocast
 
-METRICS = ("q_loss", "actor_loss", "alpha_loss", "alpha", "q_mean", "entropy")
+SAC_INITS = ("glorot", "torch")
+LOG_STD_MODES = {"clip": -20.0, "squash": -5.0}  # each mode's default log_std_min
+
+
+@dataclass
+class SACConfig(AgentConfig):
+    """``agent=sac``: soft actor-critic (Haarnoja et al. 2018, v2: automatic entropy tuning)."""
+
+    _target_: str = "mbrl.agents.sac.SAC"
+    hidden_sizes: list[int] = field(default_factory=lambda: [256, 256])  # actor and critics
+    actor_lr: float = 3e-4  # Adam
+    critic_lr: float = 3e-4  # Adam
+    alpha_lr: float = 3e-4  # Adam, on log alpha
+    gamma: float = 0.99  # discount
+    tau: float = 0.005  # target-network Polyak step
+    init_alpha: float = 1.0  # initial entropy temperature
+    autotune: bool = True  # learn alpha towards target_entropy
+    target_entropy: float | None = None  # None: -act_dim (SAC v2 heuristic)
+    # The actor's log-std in [log_std_min, log_std_max]: clip (softlearning's clip_by_value, as
+    # MBPO) | squash (smoothly, min + (max - min)(tanh(raw) + 1) / 2, as CleanRL / SpinningUp)
+    log_std_mode: str = "clip"
+    # None: the mode's own, -20 (clip, softlearning) or -5 (squash)
+    log_std_min: float | None = None
+    log_std_max: float = 2.0  # upper end of the range (softlearning: 2)
+    # Initial weights: glorot (softlearning's Keras Dense default: glorot-uniform weights, zero
+    # biases) | torch (nn.Linear's default: weights and biases uniform in +-1/sqrt(fan_in)).
+    init: str = "glorot"
+
+    def log_std_range(self) -> tuple[float, float]:
+        """The actor's (min, max) log-std: ``log_std_min`` or, when None, the mode's own."""
+        low = LOG_STD_MODES.get(self.log_std_mode, 0.0)
+        return (low if self.log_std_min is None else self.log_std_min), self.log_std_max
+
+    def check(self) -> str | None:
+        """What is wrong with SAC's own keys, or None."""
+        if not self.hidden_sizes or min(self.hidden_sizes) < 1:
+            return f"agent.hidden_sizes={self.hidden_sizes!r}: need one or more widths >= 1"
+        for key in ("actor_lr", "critic_lr", "alpha_lr", "init_alpha"):
+            if not getattr(self, key) > 0:
+                return f"agent.{key}={getattr(self, key)!r} is not allowed; it must be > 0"
+        if not 0 <= self.gamma < 1:
+            return f"agent.gamma={self.gamma!r} is not allowed; it must be in [0, 1)"
+        if not 0 < self.tau <= 1:
+            return f"agent.tau={self.tau!r} is not allowed; it must be in (0, 1]"
+        for key, allowed in (("init", SAC_INITS), ("log_std_mode", tuple(LOG_STD_MODES))):
+            if getattr(self, key) not in allowed:
+                value = getattr(self, key)
+                return f"agent.{key}={value!r} is not allowed; choose one of: {', '.join(allowed)}"
+        low, high = self.log_std_range()
+        if not low < high:
+            return f"agent.log_std_min={low} must be below agent.log_std_max={high}"
+        return None
 
 
 class SAC:
     """The agent: networks, the optimizer and the update step. ``compile=True`` runs
     :meth:`losses` (and its backward) through ``torch.compile``, eager if compiling fails."""
+
+    config = SACConfig  # (agent=sac; a subclass names its own)
 
     def __init__(
         self,
@@ -46,14 +104,12 @@ class SAC:
         amp: str = "off",
         compile: bool = False,
     ) -> None:
-        self.cfg, self.device, self.act_dim = cfg, torch.device(device), act_dim
-        self.obs_dim = obs_dim
+        self.cfg, self.device = cfg, torch.device(device)
+        self.obs_dim, self.act_dim = obs_dim, act_dim
         self.gamma, self.autotune = cfg.gamma, cfg.autotune
         self.actor = self.build_actor(obs_dim, act_dim, cfg).to(self.device)
         self.critic = self.build_critic(obs_dim, act_dim, cfg).to(self.device)
-        self.critic_target = self.build_critic(obs_dim, act_dim, cfg).to(self.device)
-        self.critic_target.load_state_dict(self.critic.state_dict())
-        self.critic_target.requires_grad_(False)
+        self.critic_target = self.build_target(obs_dim, act_dim, cfg)
         self.log_alpha = torch.tensor(
             math.log(cfg.init_alpha), device=self.device, requires_grad=cfg.autotune
         )
@@ -71,18 +127,34 @@ class SAC:
         # A non-finite loss must not reach the weights or Adam's moments: the step is skipped.
         self._step = GuardedStep(self.opt, self.scaler)
         self.nonfinite_steps = self._step.skipped
-        self._online: list[Tensor] = list(self.critic.parameters())
-        self._target: list[Tensor] = list(self.critic_target.parameters())
         # (The class's function, so that a copy of the agent runs the same compiled code.)
         self.compiled = Compiled(type(self).losses, "the SAC update") if compile else None
 
     def build_actor(self, obs_dim: int, act_dim: int, cfg: SACConfig) -> Actor:
         """The policy network (a subclass may return another one of the same interface)."""
-        return Actor(obs_dim, act_dim, cfg)
+        log_std = (cfg.log_std_mode, cfg.log_std_range())
+        return Actor(obs_dim, act_dim, cfg.hidden_sizes, cfg.init, *log_std)
 
-    def build_critic(self, obs_dim: int, act_dim: int, cfg: SACConfig) -> TwinQ:
-        """The twin critics, also used for their target copy: (obs, act) -> q [2, B]."""
-        return TwinQ(obs_dim, act_dim, cfg)
+    def build_critic(self, obs_dim: int, act_dim: int, cfg: SACConfig) -> nn.Module:
+        """The critic ensemble: (obs [B, o], act [B, a]) -> q [N, B]; SAC's twins, N = 2."""
+        return TwinQ(obs_dim, act_dim, cfg.hidden_sizes, cfg.init)
+
+    def build_target(self, obs_dim: int, act_dim: int, cfg: SACConfig) -> nn.Module | None:
+        """The critic's target copy that ``target_q`` bootstraps from, Polyak-averaged
+        towards the critic (``update_target``); None: no target network (``target_q``
+        bootstraps from the critic itself)."""
+        target = self.build_critic(obs_dim, act_dim, cfg).to(self.device)
+        target.load_state_dict(self.critic.state_dict())
+        return target.requires_grad_(False)
+
+    @torch.no_grad()
+    def update_target(self) -> None:
+        """Polyak averaging in place, after each step: target += tau * (online - target)."""
+        if self.critic_target is None:
+            return
+        online = self.critic.parameters()
+        for target, param in zip(self.critic_target.parameters(), online, strict=True):
+            target.lerp_(param, self.cfg.tau)
 
     def warm_up(self) -> Compiled | None:
         """Compile now, on a copy of the agent and a random batch (the agent itself is left
@@ -92,7 +164,7 @@ class SAC:
             return None
         twin = copy.deepcopy(self)  # (its compiled losses are this agent's)
         gen = torch.Generator(device=self.device).manual_seed(0)
-        batch = random_batch(twin, self.cfg.batch_size, gen)
+        batch = random_transitions(self.cfg.batch_size, self.obs_dim, self.act_dim, gen)
         self.compiled.warm_up(lambda: twin.update(batch, gen))
         return self.compiled
 
@@ -116,27 +188,34 @@ class SAC:
         noise = torch.randn((2, obs.shape[0], self.act_dim), generator=generator, device=obs.device)
         args = (obs, batch["act"], batch["rew"], batch["next_obs"], batch["terminated"], noise)
         out = self.losses(*args) if self.compiled is None else self.compiled(self, *args)
-        self._step(out[0] + out[1] + out[2])
-        with torch.no_grad():  # Polyak averaging in place: target += tau * (online - target)
-            for target, online in zip(self._target, self._online, strict=True):
-                target.lerp_(online, self.cfg.tau)
-        metrics = {k: v.detach() for k, v in zip(METRICS, out, strict=True)}
-        metrics["nonfinite_steps"] = self.nonfinite_steps
-        return metrics
+        q_loss, actor_loss, alpha_loss, metrics = out
+        self._step(q_loss + actor_loss + alpha_loss)
+        self.update_target()
+        return {**metrics, "nonfinite_steps": self.nonfinite_steps}
 
     # --- the losses ---------------------------------------------------------------------------
 
     def losses(
         self, obs: Tensor, act: Tensor, rew: Tensor, next_obs: Tensor, term: Tensor, noise: Tensor
-    ) -> tuple[Tensor, ...]:
-        """(q_loss, actor_loss, alpha_loss, alpha, q_mean, entropy); the first three carry
-        gradients to the critics, the actor and log_alpha respectively."""
+    ) -> tuple[Tensor, Tensor, Tensor, dict[str, Tensor]]:
+        """(q_loss, actor_loss, alpha_loss, the update's metrics); the losses carry gradients
+        to the critics, the actor and log_alpha respectively."""
         alpha = self.log_alpha.detach().exp()
         q_loss, q = self.critic_loss(obs, act, rew, next_obs, term, alpha, noise[1])
         actor_loss, log_prob = self.actor_loss(obs, alpha, noise[0])
         log_prob = log_prob.detach()
         alpha_loss = self.alpha_loss(log_prob)
-        return q_loss, actor_loss, alpha_loss, alpha, q.detach().mean(), -log_prob.mean()
+        metrics = self.metrics((q_loss, actor_loss, alpha_loss), alpha, q.detach(), log_prob)
+        return q_loss, actor_loss, alpha_loss, metrics
+
+    def metrics(
+        self, losses: tuple[Tensor, ...], alpha: Tensor, q: Tensor, log_prob: Tensor
+    ) -> dict[str, Tensor]:
+        """What an update reports (a subclass adds its own): the losses, alpha, the mean of
+        the critics' values ``q`` and the policy's entropy (-mean log pi)."""
+        names = ("q_loss", "actor_loss", "alpha_loss")
+        out = {name: loss.detach() for name, loss in zip(names, losses, strict=True)}
+        return {**out, "alpha": alpha, "q_mean": q.mean(), "entropy": -log_prob.mean()}
 
     def critic_loss(
         self,
@@ -149,7 +228,7 @@ class SAC:
         noise: Tensor,
     ) -> tuple[Tensor, Tensor]:
         """Each critic's 0.5 * mean squared TD error (softlearning's
-        mean_squared_error(weights=0.5)), summed over the twins; and q [2, B]."""
+        mean_squared_error(weights=0.5)), summed over the ensemble; and q [N, B]."""
         with self.autocast():
             q = self.critic(obs, act)
         td_error = q - self.target_q(rew, next_obs, term, alpha, noise)
@@ -159,41 +238,55 @@ class SAC:
     def target_q(
         self, rew: Tensor, next_obs: Tensor, term: Tensor, alpha: Tensor, noise: Tensor
     ) -> Tensor:
-        """r + gamma * (1 - terminated) * (min_i Q_target_i(s', a') - alpha * log pi(a'|s'))."""
+        """r + gamma * (1 - terminated) * (reduce_q(Q_target(s', a')) - alpha * log pi(a'|s'))."""
+        critic = self.critic if self.critic_target is None else self.critic_target
         with self.autocast():
             next_act, next_logp = self.actor.squash(next_obs, noise)
-            q_next = self.critic_target(next_obs, next_act).min(dim=0).values
+            q_next = self.reduce_q(critic(next_obs, next_act))
         # Only true terminations cut the bootstrap; time-limit truncations do not.
         return rew + self.gamma * (~term).float() * (q_next - alpha * next_logp)
 
     def actor_loss(self, obs: Tensor, alpha: Tensor, noise: Tensor) -> tuple[Tensor, Tensor]:
-        """mean(alpha * log pi(a|s) - min_i Q_i(s, a)), a reparameterised; and log pi [B]."""
+        """mean(alpha * log pi(a|s) - reduce_q(Q(s, a))), a reparameterised; and log pi [B]."""
         with self.autocast():
             action, log_prob = self.actor.squash(obs, noise)
-            q = self.critic(obs, action, frozen=True).min(dim=0).values
+            q = self.reduce_q(self.frozen_q(obs, action))
         return (alpha * log_prob - q).mean(), log_prob
 
     def alpha_loss(self, log_prob: Tensor) -> Tensor:
         """-mean(log_alpha * (log pi + target_entropy)), log pi held constant."""
         return -(self.log_alpha * (log_prob + self.target_entropy)).mean()
 
+    def reduce_q(self, q: Tensor) -> Tensor:
+        """The critic ensemble's values q [N, B] -> one per row [B]: the minimum over the
+        members (clipped double Q: Fujimoto et al. 2018, as SAC v2)."""
+        return q.min(dim=0).values
+
+    def frozen_q(self, obs: Tensor, action: Tensor) -> Tensor:
+        """q [N, B] for the actor's loss: the critics' weights as constants (gradients reach
+        the action only) and in inference mode (batch norm leaves its statistics alone)."""
+        return frozen_call(self.critic, obs, action)
+
     # --- state ----------------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
-        return {
+        state = {
             "actor": self.actor.state_dict(),
             "critic": self.critic.state_dict(),
-            "critic_target": self.critic_target.state_dict(),
             "log_alpha": self.log_alpha.detach().clone(),
             "opt": self.opt.state_dict(),
             "scaler": self.scaler.state_dict(),
             "nonfinite_steps": self.nonfinite_steps.clone(),
         }
+        if self.critic_target is not None:
+            state["critic_target"] = self.critic_target.state_dict()
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.actor.load_state_dict(state["actor"])
         self.critic.load_state_dict(state["critic"])
-        self.critic_target.load_state_dict(state["critic_target"])
+        if self.critic_target is not None:
+            self.critic_target.load_state_dict(state["critic_target"])
         with torch.no_grad():
             self.log_alpha.copy_(state["log_alpha"])
         self.opt.load_state_dict(state["opt"])
@@ -201,32 +294,4 @@ class SAC:
         self.nonfinite_steps.copy_(state["nonfinite_steps"])
 
 
-def random_batch(agent: SAC, n: int, generator: torch.Generator) -> dict[str, Tensor]:
-    """A batch of ``n`` random transitions of the agent's sizes (for warm-ups and checks)."""
-    dev, o, a = agent.device, agent.obs_dim, agent.act_dim
-
-    def rand(*shape: int) -> Tensor:
-        return torch.randn(shape, generator=generator, device=dev)
-
-    return {
-        "obs": rand(n, o),
-        "act": rand(n, a).tanh(),
-        "rew": rand(n),
-        "next_obs": rand(n, o),
-        "terminated": rand(n) > 1.0,
-    }
-
-
-def agent_class(target: str) -> type[SAC]:
-    """The class ``agent._target_`` names: :class:`SAC` or a subclass of it (built as
-    ``cls(obs_dim, act_dim, cfg.agent, device, amp, compile)``)."""
-    try:
-        cls = get_class(target)
-    except Exception as err:  # (hydra wraps import errors of every kind)
-        raise ConfigError(f"agent._target_={target!r} cannot be imported: {err}") from None
-    if not (isinstance(cls, type) and issubclass(cls, SAC)):
-        raise ConfigError(f"agent._target_={target!r} is not SAC or a subclass of it")
-    return cls
-
-
-ConfigStore.instance().store(group="agent", name="sac", node=SACConfig)
+register_agent("sac", SACConfig)

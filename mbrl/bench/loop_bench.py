@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from mbrl.agents import SAC
+from mbrl.agents import build_agent
 from mbrl.bench.micro import ACT, OBS, Bench
 from mbrl.config import Config
 from mbrl.trainer import Trainer
@@ -77,7 +77,7 @@ def trained_sac_update(b: Bench, trainer: Trainer, updates: int = 20) -> dict[st
     batches = [trainer.model_side.batch(cfg.agent.batch_size, gen) for _ in range(updates)]
     copies = {}
     for flush in (True, False):
-        copies[flush] = SAC(OBS, ACT, cfg.agent, b.device, trainer.amp)
+        copies[flush] = build_agent(OBS, ACT, cfg.agent, b.device, trainer.amp)
         copies[flush].load_state_dict(copy.deepcopy(agent.state_dict()))
 
     def run(flush: bool) -> None:

@@ -16,10 +16,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from mbrl.agents import SAC, ActingPolicy, resolve_act_device
+from mbrl.agents import SAC, ActingPolicy, SACConfig, resolve_act_device
 from mbrl.buffer import ReplayBuffer, transition_fields
 from mbrl.collector import Collector
-from mbrl.config import SACConfig
 from mbrl.envs import env_spec, make_env
 from mbrl.envs.vector import make_vector_env
 from mbrl.models import DynamicsModel, model_config

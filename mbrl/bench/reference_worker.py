@@ -22,9 +22,8 @@ torch.set_flush_denormal(True)
 import mbrl
 if not os.path.abspath(mbrl.__file__).startswith(checkout + os.sep):
     sys.exit(f"imported mbrl from {mbrl.__file__}, not from {checkout}")
-from mbrl.agents.sac import SAC
+from mbrl.agents.sac import SAC, SACConfig
 from mbrl.buffer import ReplayBuffer, transition_fields
-from mbrl.config import SACConfig
 from mbrl.models import DynamicsModel, ModelTrainer
 try:
     from mbrl.models import model_config

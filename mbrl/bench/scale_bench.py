@@ -15,9 +15,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from mbrl.agents import SAC
+from mbrl.agents import SAC, SACConfig
 from mbrl.bench.micro import Bench
-from mbrl.config import SACConfig
 from mbrl.envs import env_dims, make_env
 from mbrl.evaluator import DeterministicPolicy, Evaluator, sequential_episodes
 

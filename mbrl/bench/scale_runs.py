@@ -16,10 +16,10 @@ from typing import Any
 import torch
 import torch.multiprocessing as mp
 
-from mbrl.agents import SAC, ActingPolicy
+from mbrl.agents import SAC, ActingPolicy, SACConfig
 from mbrl.buffer import ReplayBuffer, transition_fields
 from mbrl.collector import Collector
-from mbrl.config import Config, SACConfig
+from mbrl.config import Config
 from mbrl.envs.vector import make_vector_env, vector_dims
 from mbrl.runtime.validate import validate
 

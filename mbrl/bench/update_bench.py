@@ -25,12 +25,11 @@ import torch
 from torch import Tensor
 from torch.utils.flop_counter import FlopCounterMode
 
-from mbrl.agents import SAC, SACUpdates
+from mbrl.agents import SAC, SACConfig, SACUpdates
 from mbrl.bench.micro import ACT, OBS, Bench, gemm_block
 from mbrl.bench.reference_worker import ReferenceWorker
-from mbrl.buffer import ReplayBuffer, transition_fields
+from mbrl.buffer import ReplayBuffer, random_transitions, transition_fields
 from mbrl.compiled import tf32_matmuls
-from mbrl.config import SACConfig
 from mbrl.models import DynamicsModel, ModelTrainer, model_config
 
 FIELDS = ("obs", "act", "rew", "next_obs", "terminated")
@@ -39,16 +38,9 @@ FIELDS = ("obs", "act", "rew", "next_obs", "terminated")
 def hopper_rows(
     n: int, device: torch.device | str, obs: int = OBS, act: int = ACT
 ) -> dict[str, Tensor]:
-    """``n`` random transitions (Hopper's sizes by default; the same ones in every process)."""
-    g = torch.Generator().manual_seed(5)
-    rows = {
-        "obs": torch.randn(n, obs, generator=g),
-        "act": torch.rand(n, act, generator=g) * 2 - 1,
-        "rew": torch.randn(n, generator=g),
-        "next_obs": torch.randn(n, obs, generator=g),
-        "terminated": torch.rand(n, generator=g) < 0.05,
-        "truncated": torch.zeros(n, dtype=torch.bool),
-    }
+    """``n`` random transitions (Hopper's sizes by default; the same ones in every process:
+    drawn on the CPU)."""
+    rows = random_transitions(n, obs, act, torch.Generator().manual_seed(5), terminal=0.05)
     return {k: v.to(device) for k, v in rows.items()}
 
 

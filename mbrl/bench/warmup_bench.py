@@ -14,8 +14,7 @@ CHILD = r"""
 import json, sys, time
 import torch
 torch.set_num_threads(1)
-from mbrl.agents import SAC
-from mbrl.config import SACConfig
+from mbrl.agents import SAC, SACConfig
 from mbrl.models import model_config
 from mbrl.models import DynamicsModel, ModelTrainer
 dev = torch.device(sys.argv[1])

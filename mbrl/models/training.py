@@ -63,7 +63,7 @@ class ModelTrainer:
         self._members = [p for n, p in model.ensemble.named_parameters() if n not in shared]
         if any(p.shape[0] != cfg.members for p in self._members):
             raise ValueError("every per-member density parameter needs a leading member dim")
-        self.opt = adam(model.ensemble.parameters(), cfg.lr, cfg.decoupled_decay, decoupled=True)
+        self.opt = adam(model.ensemble.parameters(), cfg.lr, cfg.weight_decay, decoupled=True)
         self.amp_dtype = AMP_DTYPES[amp]
         self.scaler = torch.amp.GradScaler(model.device.type, enabled=amp == "fp16")
         self._step = GuardedStep(self.opt, self.scaler)  # a non-finite batch is skipped

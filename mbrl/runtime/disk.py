@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from torch import nn
 
-from mbrl.agents import SAC
+from mbrl.agents import build_agent
 from mbrl.config import Config, ConfigError
 from mbrl.models import DynamicsModel
 from mbrl.rewarder import Rewarder
@@ -73,9 +73,10 @@ def pool_rows(cfg: Config) -> int:
 def checkpoint_sizes(cfg: Config, obs_dim: int, act_dim: int) -> CheckpointSizes:
     """The checkpoint files of a run with ``cfg``, at its end (the ranks of a torchrun run
     share its transitions: their buffers hold as many rows together as one process's)."""
-    agent = SAC(obs_dim, act_dim, cfg.agent)
-    # fp32 weights, Adam's two moments; the critic also has its target copy
-    floats = 3 * _params(agent.actor) + 4 * _params(agent.critic)
+    agent = build_agent(obs_dim, act_dim, cfg.agent)
+    # fp32 weights and Adam's two moments; the critic's target copy (an agent may have none)
+    target = 0 if agent.critic_target is None else _params(agent.critic_target)
+    floats = 3 * _params(agent.actor) + 3 * _params(agent.critic) + target
     if cfg.algorithm.name == "mbpo":
         floats += 3 * _params(DynamicsModel(obs_dim, act_dim, cfg.model))
         if cfg.rewarder.mode != "none":

@@ -14,28 +14,28 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
-from mbrl.agents.sac import agent_class
+from mbrl.agents.register import config_class as agent_config_class
 from mbrl.config import (
     ACT_DEVICES,
     ALGORITHMS,
     AMP_MODES,
     COMPILE_MODES,
     DEVICES,
-    LOG_STD_MODES,
     REAL_DATA,
     REWARDER_MODES,
-    SAC_INITS,
     VECTOR_MODES,
+    AgentConfig,
     Config,
     ConfigError,
     ModelConfig,
-    SACConfig,
 )
 from mbrl.envs.specs import ENVS
 from mbrl.models.registry import MODELS, config_class, model_class
 
 # Keys an older config left null for "the model's default" (the model's config sets them now).
 LEGACY_NULLS = ("weight_decay", "select_by", "normalize_targets")
+# The nodes whose keys are those of the class their `_target_` names (the rest: Config's).
+NODES = ("model", "agent")
 
 
 def _choice(key: str, value: Any, allowed: tuple[str, ...]) -> None:
@@ -152,25 +152,13 @@ def _check_mbpo(c: Config) -> None:
         )
 
 
-def _check_agent(a: SACConfig) -> None:
-    agent_class(a._target_)
+def _check_agent(a: AgentConfig) -> None:
     _at_least("agent.batch_size", a.batch_size, 1, "a positive integer")
     _choice("agent.act_device", a.act_device, ACT_DEVICES)
-    _choice("agent.init", a.init, SAC_INITS)
     _at_least("agent.act_sync_every", a.act_sync_every, 1, "a positive number of env steps")
-    if not a.hidden_sizes or min(a.hidden_sizes) < 1:
-        raise ConfigError(f"agent.hidden_sizes={a.hidden_sizes!r}: need one or more widths >= 1")
-    for key in ("actor_lr", "critic_lr", "alpha_lr", "init_alpha"):
-        if not getattr(a, key) > 0:
-            raise ConfigError(f"agent.{key}={getattr(a, key)!r} is not allowed; it must be > 0")
-    if not 0 <= a.gamma < 1:
-        raise ConfigError(f"agent.gamma={a.gamma!r} is not allowed; it must be in [0, 1)")
-    if not 0 < a.tau <= 1:
-        raise ConfigError(f"agent.tau={a.tau!r} is not allowed; it must be in (0, 1]")
-    _choice("agent.log_std_mode", a.log_std_mode, tuple(LOG_STD_MODES))
-    low, high = a.log_std_range()
-    if not low < high:
-        raise ConfigError(f"agent.log_std_min={low} must be below agent.log_std_max={high}")
+    problem = a.check()  # the agent's own keys
+    if problem:
+        raise ConfigError(problem)
 
 
 def _check_resume(c: Config) -> None:
@@ -185,9 +173,10 @@ def _check_resume(c: Config) -> None:
 
 
 def validate(cfg: DictConfig | dict[str, Any]) -> Config:
-    """Merge ``cfg`` (without its ``hydra`` node) into :class:`Config`, its ``model`` node
-    into the config of the model class ``model._target_`` names, and check every value."""
-    # (As plain values: a node typed as another model's config would not merge.)
+    """Merge ``cfg`` (without its ``hydra`` node) into :class:`Config`, its ``model`` and
+    ``agent`` nodes into the configs of the classes their ``_target_`` names, and check
+    every value."""
+    # (As plain values: a node typed as another model's or agent's config would not merge.)
     plain = cfg if isinstance(cfg, dict) else OmegaConf.to_container(cfg, resolve=False)
     raw = OmegaConf.create(plain)
     if not isinstance(raw, DictConfig):
@@ -197,7 +186,8 @@ def validate(cfg: DictConfig | dict[str, Any]) -> Config:
     profile = raw.get("profile")
     if isinstance(profile, DictConfig):  # (a config saved when epochs per fit were assumed)
         profile.pop("fit_epochs", None)
-    schema = schema_for(OmegaConf.select(raw, "model._target_", default=None))
+    model, agent = (OmegaConf.select(raw, f"{n}._target_", default=None) for n in NODES)
+    schema = schema_for(model, agent)
     # A key added with hydra's `+key=value` passes hydra and the merge below unnoticed.
     _refuse_unknown_keys(raw, schema, schema)
     try:
@@ -231,11 +221,12 @@ def _upgrade_model(raw: DictConfig) -> None:
     model._target_ = config._target_
 
 
-def schema_for(model_target: str | None) -> DictConfig:
-    """:class:`Config` with, as its ``model`` node, the config of the model class
-    ``model_target`` names (None: the default model's)."""
+def schema_for(model_target: str | None, agent_target: str | None = None) -> DictConfig:
+    """:class:`Config` with, as its ``model`` and ``agent`` nodes, the configs of the classes
+    ``model_target`` and ``agent_target`` name (None: the default model's, agent's)."""
     schema = OmegaConf.structured(Config)
     schema.model = OmegaConf.structured(config_class(model_target or ModelConfig._target_))
+    schema.agent = OmegaConf.structured(agent_config_class(agent_target or AgentConfig._target_))
     return schema
 
 
@@ -251,10 +242,11 @@ def _refuse_unknown_keys(
             _refuse_unknown_keys(node, known, root, f"{prefix}{key}.")
 
 
-def check_key(path: str, model_target: str | None = None) -> None:
-    """``path`` (``a.b.c``) must be a key of the config (its ``model`` node: that of the
-    model class ``model_target`` names); a ConfigError names the closest."""
-    root = schema_for(model_target)
+def check_key(path: str, model_target: str | None = None, agent_target: str | None = None) -> None:
+    """``path`` (``a.b.c``) must be a key of the config (its ``model`` and ``agent`` nodes:
+    those of the classes ``model_target`` and ``agent_target`` name); a ConfigError names
+    the closest."""
+    root = schema_for(model_target, agent_target)
     node: Any = root
     for i, part in enumerate(path.split(".")):
         if not isinstance(node, DictConfig) or part not in node:

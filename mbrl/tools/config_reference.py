@@ -15,7 +15,8 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from mbrl import config as config_module
-from mbrl.config import Config, ModelConfig
+from mbrl.agents import AGENTS
+from mbrl.config import AgentConfig, Config, ModelConfig
 from mbrl.envs import ENVS, env_dims, make_env, termination
 from mbrl.models import MODELS
 
@@ -86,7 +87,7 @@ def _walk(
 
 def rows() -> list[tuple[str, str, str]]:
     """(key, default, meaning) for every leaf key of :class:`Config`, in declaration order
-    (``model.*``: the keys every model has, at the default model's values)."""
+    (``model.*``, ``agent.*``: the keys every model, agent has, at the default's values)."""
     return _walk(Config(), "", _comments())
 
 
@@ -95,11 +96,25 @@ def builtin_models() -> dict[str, type[ModelConfig]]:
     return {n: c for n, c in MODELS.items() if c.__module__.startswith("mbrl.")}
 
 
+def builtin_agents() -> dict[str, type[AgentConfig]]:
+    """The agents the library registers (not those a user's module or a test adds)."""
+    return {n: c for n, c in AGENTS.items() if c.__module__.startswith("mbrl.")}
+
+
 def model_rows(config: type[ModelConfig]) -> list[tuple[str, str, str]]:
     """A model's own keys and the common ones it sets otherwise, with their meanings."""
+    return _own_rows(config, ModelConfig, "model.")
+
+
+def agent_rows(config: type[AgentConfig]) -> list[tuple[str, str, str]]:
+    """An agent's own keys and the loop's ones it sets otherwise, with their meanings."""
+    return _own_rows(config, AgentConfig, "agent.")
+
+
+def _own_rows(config: type[Any], base: type[Any], prefix: str) -> list[tuple[str, str, str]]:
     comments = _comments() | _comments(sys.modules[config.__module__])
-    base = dict((k, v) for k, v, _ in _walk(ModelConfig(), "model.", comments))
-    return [r for r in _walk(config(), "model.", comments) if base.get(r[0]) != r[1]]
+    common = dict((k, v) for k, v, _ in _walk(base(), prefix, comments))
+    return [r for r in _walk(config(), prefix, comments) if common.get(r[0]) != r[1]]
 
 
 def _table(rows: list[tuple[str, str, str]]) -> list[str]:
@@ -141,16 +156,12 @@ def env_lines() -> list[str]:
 
 def markdown() -> str:
     lines = [HEADER, *_table(rows())]
-    for name, config in builtin_models().items():
+    sections: list[tuple[str, str, type[Any], list[tuple[str, str, str]]]]
+    sections = [("model", n, c, model_rows(c)) for n, c in builtin_models().items()]
+    sections += [("agent", n, c, agent_rows(c)) for n, c in builtin_agents().items()]
+    for group, name, config, own in sections:
         doc = (config.__doc__ or "").strip().splitlines()[0]
-        lines += [
-            "",
-            f"## `model={name}` ({config.__module__})",
-            "",
-            doc,
-            "",
-            *_table(model_rows(config)),
-        ]
+        lines += ["", f"## `{group}={name}` ({config.__module__})", "", doc, "", *_table(own)]
     lines += env_lines()
     return "\n".join(lines) + "\n"
 

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from mbrl.agents import SAC
+from mbrl.agents import SAC, build_agent
 from mbrl.config import Config, ConfigError
 from mbrl.envs import env_dims, make_env
 from mbrl.evaluator import EVAL_SEED, Evaluator
@@ -66,7 +66,7 @@ def build_actor(cfg: Config, state: dict[str, Any], device: torch.device) -> SAC
     env = make_env(cfg.env.name, cfg.env.max_episode_steps, version=cfg.env.version)
     obs_dim, act_dim = env_dims(env)
     env.close()
-    agent = SAC(obs_dim, act_dim, cfg.agent, device)
+    agent: SAC = build_agent(obs_dim, act_dim, cfg.agent, device)  # (the run's agent class)
     agent.actor.load_state_dict(state["agent"]["actor"])
     return agent
 
