@@ -25,8 +25,7 @@ from mbrl.bench.update_bench import RealRows
 from mbrl.buffer import random_transitions
 from mbrl.config import Config, ConfigError, ModelConfig
 from mbrl.launch import resolve
-from mbrl.models import DynamicsModel, ModelTrainer, register_model
-from mbrl.models.base import weighted_mean
+from mbrl.models import DynamicsModel, ModelTrainer, register_model, weighted_mean
 from mbrl.runtime.checkpoint import load
 from mbrl.runtime.validate import to_yaml, validate
 from mbrl.trainer import Trainer
@@ -69,6 +68,7 @@ class LinearConfig(ModelConfig):
 class LinearModel(nn.Module):
     config = LinearConfig
     scores = ("mse",)
+    shared = ()  # (every parameter has a member dimension)
 
     def __init__(self, dim: int, context_dim: int, cfg: LinearConfig) -> None:
         super().__init__()
