@@ -62,6 +62,7 @@ def rank_argv(argv: list[str]) -> list[str]:
         f"hydra.run.dir={own}",
         "hydra.output_subdir=null",
         "hydra/job_logging=disabled",
+        "~hydra.job_logging.handlers.file",  # (conf/config.yaml's train.log setting)
         "hydra/hydra_logging=disabled",
     ]
 
