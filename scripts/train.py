@@ -19,7 +19,12 @@ if __name__ == "__main__":
 import hydra
 from omegaconf import DictConfig
 
-from mbrl.launch import import_plugins, rank_argv, register_resolvers, run
+try:
+    from mbrl.launch import import_plugins, rank_argv, register_resolvers, run
+except ImportError as err:
+    if err.name != "mujoco":
+        raise
+    sys.exit(f"error: {err}")  # no MuJoCo, or MUJOCO_GL naming a GL library the machine lacks
 from mbrl.overrides import (
     expand_shorthands,
     refuse_flags,

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
 from mbrl.envs import ENVS, env_dims, env_spec, get_env_state, make_env, set_env_state
+
+TRAIN = os.path.join(os.path.dirname(__file__), "..", "scripts", "train.py")
 
 
 @pytest.mark.parametrize("name", sorted(ENVS))  # (an env registered later: here too)
@@ -36,3 +42,24 @@ def test_actions_are_rescaled_to_unit_box() -> None:
 def test_unknown_env_lists_the_known_ones() -> None:
     with pytest.raises(KeyError, match="allowed: ant, halfcheetah, hopper"):
         env_spec("nonexistent")
+
+
+def test_a_missing_gl_backend_is_one_line_before_the_run(tmp_path) -> None:
+    """MUJOCO_GL naming a GL library the machine lacks (egl on a bare GPU image) breaks
+    `import mujoco`; train.py says so in one line and how to go on, and writes no folder."""
+    env = {**os.environ, "MUJOCO_GL": "osmesa"}
+    probe = subprocess.run([sys.executable, "-c", "import mujoco"], env=env, capture_output=True)
+    if probe.returncode == 0:
+        pytest.skip("this machine has osmesa: MUJOCO_GL=osmesa imports")
+    out = subprocess.run(
+        [sys.executable, TRAIN, "env=pendulum", f"hydra.run.dir={tmp_path / 'run'}"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 1
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: MuJoCo could not load"), out.stderr
+    assert "MUJOCO_GL=disable" in lines[0]
+    assert not (tmp_path / "run").exists()

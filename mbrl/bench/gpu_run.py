@@ -79,7 +79,8 @@ def step_env(name: str, work: str) -> dict[str, str]:
         "FLOWMBPO_STRICT": "1",
         "TORCHINDUCTOR_CACHE_DIR": os.path.join(work, "inductor"),
         "PYTHONUNBUFFERED": "1",
-        "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl"),
+        # Nothing in the check renders; egl needs libEGL, which a bare GPU image may lack.
+        "MUJOCO_GL": os.environ.get("MUJOCO_GL", "disable"),
     }
     if name == "profile":
         env["TEARDOWN_CUPTI"] = "0"  # CUDA graphs under the profiler's CUPTI: a crash history

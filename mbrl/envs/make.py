@@ -3,13 +3,25 @@
 from __future__ import annotations
 
 import copy
+import os
 import pickle
 import warnings
 from typing import Any
 
 import gymnasium as gym
-import mujoco
 import numpy as np
+
+try:
+    import mujoco
+except Exception as err:  # MUJOCO_GL names a GL library the machine lacks: many exception types
+    if not os.environ.get("MUJOCO_GL"):
+        raise
+    raise ImportError(
+        f"MuJoCo could not load the OpenGL backend MUJOCO_GL={os.environ['MUJOCO_GL']!r} "
+        f"({type(err).__name__}: {err}); training and evaluation render nothing: unset MUJOCO_GL "
+        "or set MUJOCO_GL=disable (videos need egl with libEGL, or osmesa with libosmesa)",
+        name="mujoco",
+    ) from err
 from gymnasium.envs.mujoco.mujoco_env import MujocoEnv
 from gymnasium.wrappers import RescaleAction, TimeLimit, TransformObservation
 
