@@ -1,12 +1,13 @@
 """Evaluate a finished (or running) training run.
 
     python scripts/evaluate.py RUN_DIR [--ckpt best|last|N] [--episodes 10] [--seed 123]
-                               [--as-training] [--video [PATH]]
+                               [--as-training] [--sample] [--video [PATH]]
 
 Loads the checkpoint's actor, runs deterministic episodes (episode i from env seed
 ``--seed`` + i: episodes training never evaluated on) and prints the return mean and std;
 ``--as-training`` runs training's own evaluation episodes instead (``eval.episodes`` of them,
 from seed ``seed`` + 10 000), so the return is the one the run logged at that step.
+``--sample`` draws the actions from the policy as training does (seeded by the env seed).
 ``--video`` films one episode (GIF by default; MP4 needs imageio-ffmpeg) with headless
 rendering (MUJOCO_GL=egl, or osmesa).
 """
@@ -35,6 +36,11 @@ def main() -> int:
         help="training's evaluation episodes (its eval.episodes, from its seed + 10 000)",
     )
     parser.add_argument(
+        "--sample",
+        action="store_true",
+        help="actions drawn from the policy, as in training (default: its mean action)",
+    )
+    parser.add_argument(
         "--video",
         nargs="?",
         const="",
@@ -48,14 +54,15 @@ def main() -> int:
         args.seed = SEED if args.seed is None else args.seed
         args.episodes = EPISODES if args.episodes is None else args.episodes
     try:
-        r = evaluate(args.run_dir, args.ckpt, args.episodes, args.seed)
+        r = evaluate(args.run_dir, args.ckpt, args.episodes, args.seed, args.sample)
         n, seed = int(r["episodes"]), int(r["seed"])
         which = "training's evaluation episodes" if args.as_training else "--seed"
         print(
             f"{args.run_dir} [{args.ckpt}, step {int(r['step'])}]: return "
-            f"{r['eval/return_mean']:.1f} ± {r['eval/return_std']:.1f} over {episodes(n)} "
+            f"{r['eval/return_mean']:.1f} ± {r['eval/return_std']:.1f} over {episodes(n)}"
+            f"{' with sampled actions' if args.sample else ''} "
             f"(env seeds {seed}..{seed + n - 1}: {which}; min {r['eval/return_min']:.1f}, "
-            f"max {r['eval/return_max']:.1f})"
+            f"max {r['eval/return_max']:.1f}; mean length {r['eval/episode_length_mean']:.0f})"
         )
         if args.video is not None:
             path = args.video or os.path.join(args.run_dir, f"video_{args.ckpt}.gif")

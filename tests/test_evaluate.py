@@ -28,6 +28,7 @@ from mbrl.trainer import Trainer
 from test_trainer import _rows, tiny_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RUN = {"capture_output": True, "text": True, "timeout": 120}
 
 
 def evaluate_sequential(
@@ -91,6 +92,27 @@ def test_as_training_evaluates_trainings_episodes(finished_run: str) -> None:
     assert "over 10 episodes (env seeds 123..132: --seed" in out.stdout
     out = subprocess.run([*script, "--as-training", "--seed", "5"], capture_output=True, text=True)
     assert out.returncode == 2 and "leave out --seed and --episodes" in out.stderr
+
+
+def test_sampled_actions_are_the_policys_draws_from_the_seed(finished_run: str) -> None:
+    """--sample: the episode equals one run by hand with actions drawn from the actor by a
+    generator seeded with the env seed; it differs from the deterministic episode."""
+    cfg, state = load_run(finished_run, "last")
+    agent = build_actor(cfg, state, torch.device("cpu"))
+    gen = torch.Generator().manual_seed(7)
+    env = make_env(cfg.env.name, cfg.env.max_episode_steps)
+    try:
+        returns, _ = sequential_episodes(
+            env, 1, 7, lambda obs: agent.act(obs, False, gen), torch.device("cpu")
+        )
+    finally:
+        env.close()
+    sampled = evaluate(finished_run, "last", 1, 7, sample=True)
+    assert sampled["eval/return_mean"] == pytest.approx(returns[0], rel=1e-6)
+    assert sampled["eval/return_mean"] != evaluate(finished_run, "last", 1, 7)["eval/return_mean"]
+    script = [sys.executable, os.path.join(ROOT, "scripts", "evaluate.py"), finished_run]
+    out = subprocess.run([*script, "--sample", "--episodes", "1", "--seed", "7"], **RUN)
+    assert out.returncode == 0 and "over 1 episode with sampled actions" in out.stdout, out.stderr
 
 
 def test_bad_runs_and_checkpoints_fail_clearly(finished_run: str, tmp_path: str) -> None:

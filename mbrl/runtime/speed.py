@@ -14,7 +14,9 @@ from mbrl.config import Config
 # for model fits on the CPUs benchmarked). CUDA: SAC's 256-wide layers at batch 256 are too
 # small for bf16 to repay its casts, so fp32 (TF32 where allowed); the model's ensemble MLPs
 # and the rollouts' 100 000-row batches run bf16 hidden layers (with tf32=true, SAC's fp32
-# matmuls run on TF32). scripts/gpu_check.py measures both amp settings on a GPU.
+# matmuls run on TF32). Measured on an H200 (docs/benchmarks.md, 2026-11-26): the graphed SAC
+# block at bf16 ran 3,467 updates/s against 3,311 at fp32, 5 %: not worth bf16's rounding in
+# the critic's targets. The model's bf16 has not been timed against fp32 on a GPU yet.
 AUTO_AMP: dict[str, dict[str, str]] = {
     "cpu": {"sac": "off", "model": "off"},
     "cuda": {"sac": "off", "model": "bf16"},
@@ -23,9 +25,11 @@ AUTO_AMP: dict[str, dict[str, str]] = {
 # compile=auto compiles when a run has at least this many SAC updates: where the time saved
 # per update repays the warm-up of compiling the SAC update and the flow's fit step with a cold
 # inductor cache (docs/benchmarks.md: on the 2-core CPU ~48 s cold, ~9 s warm, against ~3 ms
-# saved per update: ~15 000 updates). CUDA: the same figure until scripts/gpu_check.py has
-# measured the GPU's warm-up and saving.
-AUTO_COMPILE_UPDATES = {"cpu": 20_000, "cuda": 20_000}
+# saved per update: ~15 000 updates). CUDA, measured on an H200 (docs/benchmarks.md,
+# 2026-11-26): cold warm-ups of 9.6 s (SAC) and 23.2 s (the flow's fit) against 4.3 ms saved
+# per update (eager 216 updates/s, compiled and graphed 3,311): ~7 600 updates, counting none
+# of the ~25x faster flow fit's own saving.
+AUTO_COMPILE_UPDATES = {"cpu": 20_000, "cuda": 8_000}
 
 
 def resolve_amp(amp: str, device: torch.device, component: str = "sac") -> str:

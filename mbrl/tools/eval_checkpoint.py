@@ -71,11 +71,15 @@ def build_actor(cfg: Config, state: dict[str, Any], device: torch.device) -> SAC
     return agent
 
 
-def evaluate(run_dir: str, which: str, episodes: int | None, seed: int | None) -> dict[str, float]:
+def evaluate(
+    run_dir: str, which: str, episodes: int | None, seed: int | None, sample: bool = False
+) -> dict[str, float]:
     """Deterministic episodes with the checkpoint's actor, episode i from env seed
     ``seed + i``; returns ``eval/*`` numbers, and the ``step``, ``seed`` and ``episodes``.
     ``episodes``/``seed`` None: training's evaluation (``eval.episodes`` episodes from seed
-    ``seed + EVAL_SEED``), which gives the return the run logged at the checkpoint's step."""
+    ``seed + EVAL_SEED``), which gives the return the run logged at the checkpoint's step.
+    ``sample``: actions drawn from the policy (as training acts), from a generator seeded
+    with ``seed``: is a behaviour the deterministic policy's alone?"""
     if episodes is not None and episodes < 1:
         raise EvaluateError(f"--episodes {episodes} is not allowed; it must be >= 1")
     cfg, state = load_run(run_dir, which)
@@ -95,7 +99,8 @@ def evaluate(run_dir: str, which: str, episodes: int | None, seed: int | None) -
         version=cfg.env.version,
     )
     try:
-        result = evaluator.run(lambda obs: agent.act(obs, deterministic=True, generator=None))
+        gen = torch.Generator(device=device).manual_seed(seed) if sample else None
+        result = evaluator.run(lambda obs: agent.act(obs, not sample, gen))
     finally:
         evaluator.close()
     return {**result, "step": float(state["step"]), "seed": seed, "episodes": episodes}
