@@ -17,10 +17,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from mbrl.agents import SAC, build_agent
+from mbrl.agents import SAC
 from mbrl.config import Config
-from mbrl.envs import env_dims, env_spec, make_env
+from mbrl.envs import env_spec, make_env
 from mbrl.models.dynamics import DynamicsModel
+from mbrl.tools.eval_checkpoint import build_actor
 
 
 @dataclass
@@ -38,14 +39,14 @@ class Episodes:
 
     @property
     def returns(self) -> list[float]:
-        ends = torch.nonzero(self.last).flatten().tolist()
+        ends = torch.nonzero(self.last).flatten().tolist()  # sync-ok: CPU tensors, offline
         starts = [0] + [e + 1 for e in ends[:-1]]
         return [float(self.rew[s : e + 1].sum()) for s, e in zip(starts, ends, strict=True)]
 
 
-def load_agent(cfg: Config, state: dict[str, Any], obs_dim: int, act_dim: int) -> SAC:
-    agent: SAC = build_agent(obs_dim, act_dim, cfg.agent, torch.device("cpu"))
-    agent.actor.load_state_dict(state["agent"]["actor"])
+def load_agent(cfg: Config, state: dict[str, Any]) -> SAC:
+    """The checkpoint's actor (as evaluate.py loads it), its critics and its temperature."""
+    agent = build_actor(cfg, state, torch.device("cpu"))
     agent.critic.load_state_dict(state["agent"]["critic"])
     agent.log_alpha.data.copy_(torch.as_tensor(state["agent"]["log_alpha"]))
     return agent
@@ -109,7 +110,7 @@ def first_halves(ep: Episodes) -> Tensor:
     """Rows in the first half of their episode (far from a truncation's missing tail)."""
     mask = torch.zeros_like(ep.last)
     start = 0
-    for end in torch.nonzero(ep.last).flatten().tolist():
+    for end in torch.nonzero(ep.last).flatten().tolist():  # sync-ok: CPU tensors, offline
         mask[start : start + (end - start + 1 + 1) // 2] = True
         start = end + 1
     return mask
@@ -154,10 +155,7 @@ def critic_report(agent: SAC, ep: Episodes, gamma: float) -> dict[str, float]:
 
 
 def probe(cfg: Config, state: dict[str, Any], episodes: int, seed: int, draws: int) -> str:
-    env = make_env(cfg.env.name, cfg.env.max_episode_steps, version=cfg.env.version)
-    obs_dim, act_dim = env_dims(env)
-    env.close()
-    agent = load_agent(cfg, state, obs_dim, act_dim)
+    agent = load_agent(cfg, state)
     ep = policy_episodes(cfg, agent, episodes, seed)
     rets = ep.returns
     lines = [
@@ -166,7 +164,7 @@ def probe(cfg: Config, state: dict[str, Any], episodes: int, seed: int, draws: i
         f"{len(ep.rew) / episodes:.0f}"
     ]
     if state["algorithm"].get("model") is not None and cfg.algorithm.name == "mbpo":
-        m = model_report(load_model(cfg, state, obs_dim, act_dim), cfg, ep, draws)
+        m = model_report(load_model(cfg, state, agent.obs_dim, agent.act_dim), cfg, ep, draws)
         ended = m["term_model_where_env_ended"]
         lines += [
             f"model, one step on the policy's transitions ({draws} draws per row):",
