@@ -91,9 +91,12 @@ def variants(vary: list[str], given: list[str]) -> list[Variant]:
     return out
 
 
-def check(base: list[str], arms: list[Variant], steps: int | None) -> tuple[int, str]:
+def check(
+    base: list[str], arms: list[Variant], steps: int | None, report_only: bool = False
+) -> tuple[int, str]:
     """Every variant's config, validated as train.py would before anything starts; returns
-    (the runs' env steps, the device they train on)."""
+    (the runs' env steps, the device they train on). A report alone reads files: its configs
+    are validated on the CPU, so a GPU campaign's runs can be reported on a machine without one."""
     from hydra import compose, initialize_config_dir
 
     from mbrl.launch import register_resolvers
@@ -105,7 +108,8 @@ def check(base: list[str], arms: list[Variant], steps: int | None) -> tuple[int,
     with initialize_config_dir(config_dir=os.path.join(ROOT, "conf"), version_base=None):
         for arm in arms:
             try:
-                cfg = validate(compose("config", overrides=[*base, *arm.overrides]))
+                where = ["device=cpu"] if report_only else []
+                cfg = validate(compose("config", overrides=[*base, *arm.overrides, *where]))
             except Exception as err:  # (hydra's and ours: one line each)
                 raise ValueError(f"variant {arm.label!r}: {err}".splitlines()[0]) from None
             totals.add(steps or cfg.total_steps)
@@ -158,7 +162,7 @@ def main() -> int:
         budget = parse_duration(args.budget) if args.budget else None
         if args.procs is not None and args.procs < 1:
             raise ValueError(f"--procs {args.procs}: give 1 or more")
-        steps, device = check(args.overrides, arms, args.steps)
+        steps, device = check(args.overrides, arms, args.steps, args.report_only)
         plan = manifest(args.out, args.overrides, arms, seeds)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -80,6 +81,17 @@ def test_report_matches_the_runs_and_a_rerun_continues(tmp_path: str) -> None:
     assert cells["300"]["n"] == 1 and cells["200"]["n"] == 2
     done = seeds(out, *one, "--steps", "300")  # nothing left to do
     assert done.returncode == 0 and "starts" not in done.stderr and "continues" not in done.stderr
+
+    # a GPU campaign's runs (their metrics bundle) reported on a machine without one
+    gpu = os.path.join(tmp_path, "gpu")
+    shutil.copytree(os.path.join(out, "runs"), os.path.join(gpu, "runs"))
+    cmd = [sys.executable, os.path.join(ROOT, "scripts", "seeds.py"), gpu, *args, "--report-only"]
+    res = subprocess.run([*cmd, "--", *TINY, "device=cuda"], capture_output=True, text=True,
+                         timeout=120, cwd=ROOT)  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    with open(os.path.join(gpu, "summary.json"), encoding="utf-8") as f:
+        assert json.load(f)["variants"]["agent.init=torch"]["300"]["n"] == 1
+    assert not os.path.exists(os.path.join(gpu, "logs"))  # (nothing was run)
 
 
 @pytest.mark.slow
