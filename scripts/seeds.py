@@ -14,7 +14,9 @@ every run cleanly (a checkpoint each) so that the command ends within the budget
 return's mean ± std over seeds, n, and stand-still evaluations), summary.json, curves.png
 and .svg (a band per variant, and ``--reference``'s published curve), and metrics.tar.gz
 (each run's metrics and config, a few MB: what to bring back from a short-lived machine).
-``--report-only`` writes the report from the runs as they are.
+``--report-only`` writes the report from the runs as they are. Ctrl-C, SIGINT or SIGTERM
+(``kill PID``, a scheduler's time limit; also when started in the background with ``&``)
+stops every run with its checkpoint and writes the report; a second one kills the runs.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import argparse
 import itertools
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -211,6 +214,7 @@ def main() -> int:
         f"{procs} at a time on {device}" + (f", budget {args.budget}" if budget else ""),
         file=sys.stderr,
     )
+    stop_on_signals()
     try:
         for target in stages(steps, args.stage):
             pool.run(chosen, target)
@@ -218,12 +222,24 @@ def main() -> int:
                 break
     except KeyboardInterrupt:
         report()
-        print("stopped by Ctrl-C; the same command continues every run", file=sys.stderr)
+        print("stopped; the same command continues every run", file=sys.stderr)
         return 130
     report()
     print(f"report: {os.path.join(report_dir, 'summary.md')}", file=sys.stderr)
     failed = [j.name for j in chosen if j.outcome.startswith("failed")]
     return 1 if failed else 0
+
+
+def stop_on_signals() -> None:
+    """SIGTERM and SIGINT stop the runs as Ctrl-C does (each with its checkpoint). Without
+    this a ``kill`` would end this process alone and leave its runs going, and a shell's
+    ``cmd &`` starts it with SIGINT ignored."""
+
+    def as_ctrl_c(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, as_ctrl_c)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _live(pool: Pool | None, job: Job) -> float:

@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -112,6 +113,60 @@ def test_a_budget_stops_every_run_with_a_checkpoint(tmp_path: str) -> None:
     with open(os.path.join(out, "invocations.json"), encoding="utf-8") as f:
         (inv,) = json.load(f)
     assert inv["procs"] == 2 and all(r["after"] > 0 for r in inv["runs"].values())
+
+
+def _text(path: str) -> str:
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat", encoding="utf-8") as f:  # (a zombie has exited)
+        return f.read().split(")")[-1].split()[0] != "Z"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_stops_every_run_with_a_checkpoint(tmp_path: str, sig: int) -> None:
+    """``kill PID`` or ``kill -INT PID`` on a command started as ``cmd &`` (SIGINT ignored,
+    as a non-interactive shell starts it): every run stops with its checkpoint, none is
+    left running, the report is written."""
+    out = os.path.join(tmp_path, "camp")
+    cmd = [sys.executable, os.path.join(ROOT, "scripts", "seeds.py"), out, "--seeds", "0-1",
+           "--steps", "200000", "--procs", "2", "--", *TINY]  # fmt: skip
+
+    def background() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    err = os.path.join(tmp_path, "stderr")
+    with open(err, "w", encoding="utf-8") as f:
+        proc = subprocess.Popen(cmd, stderr=f, cwd=ROOT, preexec_fn=background)
+    runs = [os.path.join(out, "runs", "base", f"seed_{s}") for s in (0, 1)]
+    deadline = time.time() + 240
+    while not all(_evals(r) if os.path.isfile(os.path.join(r, "metrics.jsonl")) else {}
+                  for r in runs):  # fmt: skip
+        assert proc.poll() is None and time.time() < deadline, _text(err)
+        time.sleep(1)
+    proc.send_signal(sig)
+    try:
+        assert proc.wait(timeout=180) == 130
+    finally:  # (runs left going by a failure would outlive the test: 200 000 steps each)
+        text = _text(err)
+        pids = [int(p) for p in re.findall(r"\(pid (\d+)\)", text)]
+        alive = [p for p in pids if _alive(p)]
+        for pid in alive:
+            os.killpg(pid, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.kill()
+    assert len(pids) == 2 and not alive, text
+    for s, run in zip((0, 1), runs, strict=True):
+        assert f"base/seed_{s} stopped at step" in text, text
+        assert os.path.isfile(os.path.join(run, "ckpt", "last.pt"))
+    assert os.path.isfile(os.path.join(out, "summary.md"))
 
 
 def test_bad_input_is_refused_before_any_run(tmp_path: str) -> None:

@@ -138,8 +138,8 @@ class Pool:
                     self._status()
                     self._report()
                 time.sleep(0.5)
-        except KeyboardInterrupt:
-            self.stop("Ctrl-C")
+        except KeyboardInterrupt:  # (also SIGTERM: scripts/seeds.py's stop_on_signals)
+            self.stop("a stop request (Ctrl-C, SIGINT or SIGTERM)")
             self._drain()
             raise
 
