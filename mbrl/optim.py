@@ -46,9 +46,15 @@ def adam(
     first = items[0]["params"][0] if isinstance(items[0], dict) else items[0]
     capturable = first.device.type == "cuda"
     try:
-        return cls(items, lr=lr, weight_decay=weight_decay, fused=True, capturable=capturable)
+        opt = cls(items, lr=lr, weight_decay=weight_decay, fused=True, capturable=capturable)
     except (RuntimeError, ValueError):  # a device or dtype without a fused kernel
-        return cls(items, lr=lr, weight_decay=weight_decay, capturable=capturable)
+        opt = cls(items, lr=lr, weight_decay=weight_decay, capturable=capturable)
+    # torch < 2.13 warns at the first step run outside a graph that capturable "can impair
+    # performance": every graphed step has eager warm-up steps before its capture, and a
+    # fused step keeps its step counts on the device whether capturable or not. torch 2.13
+    # sets this flag in the constructor and no longer warns; set it for older versions too.
+    opt._warned_capturable_if_run_uncaptured = True
+    return opt
 
 
 class GuardedStep:

@@ -60,6 +60,7 @@ def main() -> None:
             data["rew"],
             torch.Generator().manual_seed(args.seed),
         )
+        assert out is not None  # (None only for a fit paused by its ``stop``: none given here)
         results[name] = {k: float(v) for k, v in out.items()} | {
             "seconds": time.perf_counter() - t0
         }

@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from mbrl.bench.gpu_run import run_step
-from mbrl.bench.gpu_summary import last_test, output_problems, trim
+from mbrl.bench.gpu_summary import last_test, output_problems, summary_text, tests_outcome, trim
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "scripts", "gpu_check.py")
@@ -148,6 +148,31 @@ def test_the_tests_step_runs_the_cuda_tests_verbose_with_a_timeout(tmp_path: str
     assert "--timeout=90" in log and "-m cuda" in log
     assert "test_cuda_graphs.py::test_the_graphed_block_equals_the_eager_updates SKIPPED" in log
     assert "CUDA tests: 0 passed, 0 failed, " in stdout
+
+
+def test_a_module_skipped_as_a_whole_is_not_counted_as_a_skipped_test(tmp_path: str) -> None:
+    """pytest reports a module it could not import (importorskip) as one skipped case named
+    after the module; the summary names it apart, and "skipped" counts tests alone."""
+    folder = os.path.join(tmp_path, "t")
+    os.makedirs(folder)
+    with open(os.path.join(folder, "test_lacks.py"), "w", encoding="utf-8") as f:
+        f.write("import pytest\npytest.importorskip('no_such_package_here')\n")
+        f.write("def test_never(): pass\n")
+    with open(os.path.join(folder, "test_some.py"), "w", encoding="utf-8") as f:
+        f.write("import pytest\n@pytest.mark.skip(reason='no GPU')\ndef test_skipped(): pass\n")
+        f.write("def test_passes(): pass\n")
+    xml = os.path.join(tmp_path, "tests.xml")
+    run = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", folder]
+    subprocess.run([*run, f"--junitxml={xml}", "--rootdir", folder], check=False)
+    outcome = tests_outcome(xml)
+    assert (outcome["passed"], outcome["failed"], outcome["skipped"]) == (1, 0, 1)
+    assert list(outcome["modules_skipped"]) == ["test_lacks"]
+    assert "could not import 'no_such_package_here'" in outcome["modules_skipped"]["test_lacks"]
+    assert "::test_lacks" not in outcome["slowest"]
+    summary = {"device": "cpu", "seconds": 1.0, "budget_s": 1.0, "steps": {}, "tests": outcome}
+    text = summary_text(summary)
+    assert "CUDA tests: 1 passed, 0 failed, 1 skipped" in text
+    assert "module skipped as a whole: test_lacks (could not import" in text
 
 
 @pytest.mark.slow

@@ -4,6 +4,7 @@ device (no host sync), so that a bad batch never reaches the weights or Adam's m
 from __future__ import annotations
 
 import copy
+import warnings
 
 import pytest
 import torch
@@ -42,6 +43,24 @@ def test_adam_is_torchs_fused_adam(decoupled: bool) -> None:
             o.step()
     for p, q in zip(ref.parameters(), mine.parameters(), strict=True):
         torch.testing.assert_close(p, q, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.cuda
+def test_a_capturable_adam_steps_eagerly_without_a_warning() -> None:
+    """On CUDA the optimizer is capturable (its steps can be graphed); the eager warm-up steps
+    before a capture, and every step of an eager run, must not warn that capturable "can
+    impair performance" (torch < 2.13 did, once per optimizer)."""
+    model = _model().cuda()
+    opt = adam(_groups(model), 1e-3)
+    assert opt.defaults["capturable"]
+    x = torch.randn(16, 4, device="cuda")
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        for _ in range(2):
+            opt.zero_grad()
+            model(x).square().mean().backward()
+            opt.step()
+    assert not [w for w in seen if "capturable" in str(w.message)], [str(w.message) for w in seen]
 
 
 def test_guarded_step_skips_a_nonfinite_loss_on_the_device(host_reads: list[str]) -> None:

@@ -3,6 +3,7 @@ and every figure the steps' files hold), and the limits on what a GPU lease give
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import xml.etree.ElementTree as ElementTree
@@ -54,15 +55,40 @@ def tests_outcome(path: str) -> dict[str, Any]:
     cases = list(root.iter("testcase"))
     failed = [c for c in cases if c.find("failure") is not None or c.find("error") is not None]
     skipped = [c for c in cases if c.find("skipped") is not None]
+    # A module skipped as a whole (pytest.importorskip of a package the machine lacks) is
+    # one case named after the module, not a test: counted apart, so that "skipped" counts
+    # CUDA tests alone.
+    modules = [c for c in skipped if _skip_message(c) == "collection skipped"]
+    skipped = [c for c in skipped if c not in modules]
     name = lambda c: f"{c.get('classname', '')}::{c.get('name', '')}"  # noqa: E731
-    slowest = sorted(cases, key=lambda c: -float(c.get("time", 0)))[:5]
+    slowest = sorted(
+        (c for c in cases if c not in modules), key=lambda c: -float(c.get("time", 0))
+    )[:5]
     return {
-        "passed": len(cases) - len(failed) - len(skipped),
+        "passed": len(cases) - len(failed) - len(skipped) - len(modules),
         "failed": len(failed),
         "skipped": len(skipped),
+        "modules_skipped": {str(c.get("name")): _skip_reason(c) for c in modules},
         "failed_tests": [name(c) for c in failed],
         "slowest": {name(c): float(c.get("time", 0)) for c in slowest},
     }
+
+
+def _skip_message(case: ElementTree.Element) -> str:
+    skip = case.find("skipped")
+    return "" if skip is None else skip.get("message", "")
+
+
+def _skip_reason(case: ElementTree.Element) -> str:
+    """The reason pytest gave for skipping a module (its text is the tuple (path, line,
+    "Skipped: <why>"))."""
+    skip = case.find("skipped")
+    text = "" if skip is None or skip.text is None else skip.text
+    try:
+        why = str(ast.literal_eval(text)[-1])
+    except (ValueError, SyntaxError, TypeError, IndexError):
+        return text
+    return why.removeprefix("Skipped: ")
 
 
 def last_test(log_path: str) -> dict[str, Any]:
@@ -131,6 +157,8 @@ def summary_text(s: dict[str, Any]) -> str:
             f"CUDA tests: {t['passed']} passed, {t['failed']} failed, {t['skipped']} skipped"
         )
         lines += [f"  failed: {name}" for name in t["failed_tests"]]
+        for module, why in t.get("modules_skipped", {}).items():
+            lines.append(f"  module skipped as a whole: {module} ({why})")
     for key, mb in {**s.get("sac", {}).get("memory", {}), **model.get("memory", {})}.items():
         lines.append(f"peak GPU memory so far ({key}): {mb:,.0f} MB")
     lines += [f"output: {p}" for p in s.get("output_problems", [])]
