@@ -51,7 +51,8 @@ def adam(
         opt = cls(items, lr=lr, weight_decay=weight_decay, capturable=capturable)
     # torch < 2.13 warns at the first step run outside a graph that capturable "can impair
     # performance": every graphed step has eager warm-up steps before its capture, and a
-    # fused step keeps its step counts on the device whether capturable or not. torch 2.13
+    # fused step keeps its step counts on the device whether capturable or not (CUDA has a
+    # fused kernel for every float dtype, so the unfused fallback is a CPU one). torch 2.13
     # sets this flag in the constructor and no longer warns; set it for older versions too.
     opt._warned_capturable_if_run_uncaptured = True
     return opt
