@@ -26,6 +26,7 @@ import os
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import torch
@@ -35,6 +36,19 @@ from mbrl.config import ConfigError
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 STRICT_VAR = "FLOWMBPO_STRICT"
+
+
+@dataclass(frozen=True)
+class Speed:
+    """How a run's hot functions run: one value, decided once from the config and the device
+    (``mbrl.runtime.speed.resolve_speed``) and handed by name to what builds them."""
+
+    sac_amp: str = "off"  # autocast of SAC's hidden layers: off | bf16 | fp16
+    model_amp: str = "off"  # the same for the model's fits and rollouts
+    compile: bool = False  # torch.compile SAC's losses and the model's fit step
+    graphs: bool = False  # and replay each step as one CUDA graph
+    tf32: bool = False  # fp32 matmuls of updates, fits and rollouts on TF32 cores (CUDA)
+    why: str = "off"  # the compile decision in one line (the start block)
 
 
 class FallbackError(RuntimeError):

@@ -1,286 +1,246 @@
-"""MBPO (Janner et al. 2019), Algorithm 2: :func:`train` is the loop on one screen. The model
-side (model fits, the rewarder, rollouts into the model pool, batches mixed from the real
-buffer and the pool) is :class:`ModelSide`; model-free SAC is the same loop with
-:class:`ModelFree`, whose model phase is never due and whose batches come from the real buffer
-alone."""
+"""MBPO (Janner et al. 2019) as one object: :class:`MBPO` owns the agent, the real buffer D_env,
+the env collector, the model side (the dynamics model, the rewarder and the model pool
+D_model), the SAC update block, the random generators and the counters. :meth:`MBPO.step` is
+what Algorithm 2 does between two env steps; a run calls it until its step count::
+
+    while algo.env_steps < total_steps:
+        observe(algo.step(timer, stop))
+
+Model-free SAC (``algorithm=sac``) is the same object with the model side
+:class:`~mbrl.model_side.ModelFree`: its model phase is never due and its batches come from
+D_env alone. What the object saves is :meth:`MBPO.state_dict`; the run around it (logs,
+evaluation, checkpoints, the time left) only reads it.
+"""
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable, Hashable
-from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
 
-from mbrl.agents import SAC, SACUpdates
+from mbrl.agents import SAC, ActingPolicy, SACUpdates, build_agent, resolve_act_device
 from mbrl.buffer import ReplayBuffer, transition_fields
 from mbrl.collector import Collector
-from mbrl.compiled import tf32_matmuls
+from mbrl.compiled import Compiled, Speed, tf32_matmuls
 from mbrl.config import Config
-from mbrl.envs.termination import TerminationFn
-from mbrl.models import DynamicsModel, ModelTrainer
-from mbrl.rewarder import Rewarder
-from mbrl.rollout import rollout
-from mbrl.schedule import crossed, model_pool_size, pool_capacity, rollout_length
+from mbrl.envs import env_spec, episode_limit
+from mbrl.envs.vector import VectorEnvs, vector_dims
+from mbrl.model_side import ModelFree, ModelSide, Phases, Status, quiet
+from mbrl.schedule import run_length
+from mbrl.seeding import make_generator, rng_state, seeded, set_rng_state
 
-SAC_FIELDS = ("obs", "act", "rew", "next_obs", "terminated")
-
-
-def _quiet(text: str) -> None:
-    """A status sink that shows nothing."""
-
-
-class Phases(Protocol):
-    """Times the loop's phases: ``with timer.phase("sac"): ...`` (the trainer's Phases)."""
-
-    def phase(self, name: str) -> AbstractContextManager[Any]: ...
+RANK_SEED_STRIDE = 100_003  # rank r's envs and generators: seed + r * stride (rank 0: seed)
+# The initial weights of the agent and of the model side, each from a stream of its own
+# (seed + offset), apart from the generators' (seed + 1, + 2) and the evaluation's (EVAL_SEED)
+AGENT_SEED, MODEL_SEED = 50_021, 70_001
+# A rank's own part of the state (its buffers, env copies, generators, acting copy); the rest
+# is the same on every rank of a run on several processes
+OWN = ("acting", "buffers", "collector", "rng")
 
 
-class Run(Protocol):
-    """What the loop needs from a run (``mbrl.trainer.Trainer``): its parts and three hooks."""
+@dataclass
+class Step:
+    """What one :meth:`MBPO.step` did. ``paused``: a stop request paused the model fit after an
+    epoch (no env step was taken; the next step goes on with the fit)."""
 
-    cfg: Config
-    agent: SAC
-    sac_updates: SACUpdates  # n updates, each on a model_side.batch (compiled / graphed)
-    model_side: ModelSide | ModelFree
-    collector: Collector  # D_env's writer; counts env steps
-    gens: dict[str, torch.Generator]
-
-    @property
-    def timer(self) -> Phases: ...  # the phase timer
-
-    def step_env(self) -> None: ...  # one env step: random actions first, then the policy
-
-    def after_model_phase(self, metrics: dict[str, Any]) -> None: ...  # log its metrics
-
-    def after_step(self, sac_metrics: dict[str, Tensor] | None) -> None: ...  # log, eval, ckpt
+    env_steps: int = 0  # env steps taken (all env copies and ranks)
+    updates: int = 0  # SAC updates made
+    model_step: int | None = None  # the env step at which a model phase ran, if one did
+    model: dict[str, Any] | None = None  # its metrics (model/*, rewarder/*, rollout/*)
+    sac: dict[str, Tensor] | None = None  # the last update's metrics (device tensors)
+    paused: bool = False
 
 
-def train(run: Run, stop: Callable[[], bool]) -> bool:
-    """Algorithm 2 until ``cfg.total_steps`` env steps; True when ``stop()`` (a Ctrl-C, agreed
-    by every rank) ended it early.
-
-    D_env is ``run.collector``'s real buffer, D_model the model pool in ``run.model_side``.
-    With ``env.num_envs`` copies (on each of the ranks of a torchrun), an iteration takes
-    n = copies x ranks env steps at once and then n x G updates, so updates per env step (and
-    every schedule in env steps) stay MBPO's."""
-    cfg, model_side, timer, collector = run.cfg, run.model_side, run.timer, run.collector
-    gen, n = run.gens["train"], collector.step_size
-    while collector.envstep_count < cfg.total_steps:
-        # every model_train_freq env steps: train the model on D_env, then roll it out from
-        # D_env's states into D_model
-        if model_side.model_phase_due(collector.envstep_count, n):
-            metrics = model_side.model_phase(collector.envstep_count, gen, timer, stop)
-            if metrics is None:  # Ctrl-C during the fit: paused after an epoch, resumable
-                return True
-            run.after_model_phase(metrics)
-        with timer.phase("env"):  # take an action in each env; add the transitions to D_env
-            run.step_env()
-        sac_metrics = None
-        if collector.envstep_count > cfg.algorithm.init_steps and model_side.ready():
-            with timer.phase("sac"):  # G policy updates per env step, on D_env and D_model
-                sac_metrics = run.sac_updates(n * cfg.algorithm.updates_per_step)
-        run.after_step(sac_metrics)
-        if stop():
-            return True
+def never() -> bool:
+    """A stop request that never comes."""
     return False
 
 
-class ModelFree:
-    """Model-free SAC's side of the loop: no model phase, batches from the real buffer."""
+class Untimed:
+    """A timer that times nothing (``MBPO.step`` without one)."""
 
-    def __init__(self, real: ReplayBuffer) -> None:
-        self.real = real
-        self.status: Callable[[str], None] = _quiet  # (nothing to report: no model phase)
-
-    def model_phase_due(self, env_steps: int, step_size: int) -> bool:
-        return False
-
-    def ready(self) -> bool:
-        """Whether SAC's batches can be drawn (D_env has rows)."""
-        return self.real.offered > 0
-
-    def model_phase(
-        self,
-        env_steps: int,
-        gen: torch.Generator,
-        timer: Phases,
-        stop: Callable[[], bool] | None = None,
-    ) -> dict[str, Any] | None:
-        raise RuntimeError("model-free SAC has no model phase")
-
-    def batch(self, batch_size: int, gen: torch.Generator) -> dict[str, Tensor]:
-        return self.real.sample(batch_size, gen, SAC_FIELDS)
-
-    def batch_layout(self) -> Hashable:
-        return "real"
-
-    def buffers(self) -> dict[str, ReplayBuffer]:
-        return {}
-
-    def state_dict(self) -> dict[str, Any]:
-        return {}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        if state:
-            raise ValueError("a model-free run cannot load MBPO state (the checkpoint is MBPO's)")
+    def phase(self, name: str) -> AbstractContextManager[Any]:
+        return nullcontext()
 
 
-class ModelSide:
-    """The model side of the loop: :meth:`model_phase` (fit, rollouts) and :meth:`batch`."""
+class MBPO:
+    """One MBPO run's algorithm (or model-free SAC's, ``cfg.algorithm.name == "sac"``) on the
+    env copies ``envs``; ``rank``/``world``: this process's share of a run on several."""
 
     def __init__(
         self,
-        obs_dim: int,
-        act_dim: int,
         cfg: Config,
+        envs: VectorEnvs,
         device: torch.device,
-        termination_fn: TerminationFn,
-        real: ReplayBuffer,
-        agent: SAC,
-        amp: str = "off",
-        compile: bool = False,
-        graphs: bool = False,
-        tf32: bool = False,
+        speed: Speed | None = None,
+        rank: int = 0,
+        world: int = 1,
     ) -> None:
-        """The model's ``amp``; ``compile`` its fit step (``graphs``: as CUDA graphs);
-        ``tf32``: fp32 matmuls of fits and rollouts on TF32 tensor cores (CUDA)."""
-        self.cfg, self.real, self.agent, self.termination_fn = cfg, real, agent, termination_fn
-        self.model = DynamicsModel(obs_dim, act_dim, cfg.model).to(device)
-        self.model_trainer = ModelTrainer(self.model, cfg.model, amp, compile, graphs)
-        self.tf32 = tf32
-        self.rewarder = (
-            None
-            if cfg.rewarder.mode == "none"
-            else Rewarder(obs_dim, act_dim, cfg.rewarder, device)
+        self.cfg, self.device, self.speed = cfg, device, speed or Speed()
+        self.init_steps = cfg.algorithm.init_steps  # uniform-random env steps first
+        self.updates_per_step = cfg.algorithm.updates_per_step  # MBPO's G
+        obs_dim, act_dim = self.dims = vector_dims(envs)
+        rank_seed = cfg.seed + RANK_SEED_STRIDE * rank  # its own envs and batches
+        # Never more rows than the run can fill: a 15k-step run does not allocate 1M rows.
+        capacity = min(cfg.buffer.capacity, run_length(cfg))
+        self.buffer = ReplayBuffer(capacity, transition_fields(obs_dim, act_dim), device)
+        s = self.speed
+        with seeded(cfg.seed + AGENT_SEED, device):  # whatever the model is (agent=<name>)
+            self.agent: SAC = build_agent(
+                obs_dim, act_dim, cfg.agent, device=device, amp=s.sac_amp, compile=s.compile
+            )
+        act_device = resolve_act_device(cfg.agent.act_device, device)
+        self.acting = ActingPolicy(self.agent, act_device, cfg.agent.act_sync_every)
+        with seeded(cfg.seed + MODEL_SEED, device):
+            self.model_side = self._model_side(obs_dim, act_dim)
+        # MBPO: a transition reaches D_env when its episode ends (mbpo.real_data); SAC: at once.
+        commit = cfg.mbpo.real_data if cfg.algorithm.name == "mbpo" else "step"
+        limit = episode_limit(cfg.env.name, cfg.env.version, cfg.env.max_episode_steps)
+        self.collector = Collector(
+            envs, self.buffer, act_device, rank_seed * envs.num_envs, world, commit, limit
         )
-        fields = {**transition_fields(obs_dim, act_dim), "score": ((), torch.float32)}
-        # Allocated once, for the longest rollouts of the schedule: nothing grows later.
-        self.pool = ReplayBuffer(pool_capacity(cfg), fields, device)
-        self.pool_ready = False  # set after the first rollout phase has written rows
-        # MBPO's _training_batch: int(batch_size * real_ratio) real rows, the rest model rows.
-        self.n_real = int(cfg.agent.batch_size * cfg.mbpo.real_ratio)
-        self.status: Callable[[str], None] = _quiet  # told what the model phase is doing
+        self.gens = {
+            "train": make_generator(device, rank_seed + 1),
+            "act": make_generator(act_device, rank_seed + 2),
+        }
+        # The G updates after each env step: one compiled (CUDA: graphed) block.
+        self.sac_updates = SACUpdates(
+            self.agent,
+            self.model_side,
+            cfg.agent.batch_size,
+            self.gens["train"],
+            graphs=s.graphs,
+            tf32=s.tf32,
+        )
+        self.updates = 0  # SAC updates so far (all ranks)
 
-    def model_phase_due(self, env_steps: int, step_size: int) -> bool:
-        """Every ``model_train_freq`` env steps from ``init_steps`` on (``step_size``: env
-        steps per iteration, the number of env copies)."""
-        freq = self.cfg.mbpo.model_train_freq
-        due = env_steps >= self.cfg.algorithm.init_steps and crossed(env_steps, freq, step_size)
-        # (With episode commits D_env is empty until an episode has ended: no fit before.)
-        return due and self.real.offered >= 2
+    def _model_side(self, obs_dim: int, act_dim: int) -> ModelSide | ModelFree:
+        """Where SAC's batches come from: MBPO's model side, or the real buffer alone."""
+        if self.cfg.algorithm.name != "mbpo":
+            return ModelFree(self.buffer)
+        term_fn = env_spec(self.cfg.env.name).termination_fn
+        args = (obs_dim, act_dim, self.cfg, self.device, term_fn, self.buffer, self.agent)
+        return ModelSide(*args, speed=self.speed)
 
-    def ready(self) -> bool:
-        """Whether SAC's batches can be drawn: D_env has rows (with episode commits, once an
-        episode has ended)."""
-        return self.real.offered > 0
+    @property
+    def env_steps(self) -> int:
+        return self.collector.envstep_count
 
-    def model_phase(
-        self,
-        env_steps: int,
-        gen: torch.Generator,
-        timer: Phases,
-        stop: Callable[[], bool] | None = None,
-    ) -> dict[str, Any] | None:
-        """Fit the model (and rewarder) on all real data, then refill the pool with rollouts.
-        ``self.status`` hears what is happening (the progress bar shows it). None: ``stop()``
-        paused the fit after an epoch; the next call goes on with it."""
-        with tf32_matmuls(self.tf32):
-            return self._model_phase(env_steps, gen, timer, stop)
+    # --- Algorithm 2 ------------------------------------------------------------------------
 
-    def _model_phase(
-        self,
-        env_steps: int,
-        gen: torch.Generator,
-        timer: Phases,
-        stop: Callable[[], bool] | None,
-    ) -> dict[str, Any] | None:
-        status = self.status
-        with timer.phase("model"):
-            data = self.real.rows()
-            status("model fit")
-            metrics = self.model_trainer.fit(
-                data["obs"],
-                data["act"],
-                data["next_obs"],
-                data["rew"],
-                gen,
-                on_epoch=lambda epoch, score: status(
-                    f"model fit: epoch {epoch}, holdout {self.cfg.model.select_by} {score:.4g}"
-                ),
-                stop=stop,
+    def step(
+        self, timer: Phases | None = None, stop: Callable[[], bool] = never, status: Status = quiet
+    ) -> Step:
+        """Between two env steps: every ``model_train_freq`` env steps, train the model on D_env
+        and roll it out from D_env's states into D_model; take an action in each env and add
+        the transitions to D_env; then G policy updates on batches from D_env and D_model.
+
+        With ``env.num_envs`` copies (on each rank of a torchrun), a step takes n = copies x
+        ranks env steps at once and then n x G updates, so updates per env step (and every
+        schedule in env steps) stay MBPO's. ``timer`` times the phases, ``stop()`` may pause a
+        model fit after an epoch, ``status`` hears what the model phase is doing."""
+        timer = timer or Untimed()
+        n, out = self.collector.step_size, Step()
+        if self.model_side.model_phase_due(self.env_steps, n):
+            out.model_step = self.env_steps
+            out.model = self.model_side.model_phase(
+                self.env_steps, self.gens["train"], timer, stop, status
             )
-        if metrics is None:
-            return None
-        if metrics["model/nonfinite_rows"]:
-            logging.getLogger(__name__).warning(
-                "step %d: %d real transitions hold NaN/inf; left out of the model fit",
-                env_steps,
-                metrics["model/nonfinite_rows"],
-            )
-        if self.rewarder is not None:
-            with timer.phase("rewarder"):
-                status("rewarder fit")
-                metrics.update(self.rewarder.fit(self.model, data, gen))
-        with timer.phase("rollout"):
-            # As MBPO: set the length, resize the pool (here: its live window), roll out.
-            length = rollout_length(env_steps, self.cfg)
-            self.pool.set_window(model_pool_size(self.cfg, length))
-            status(f"rollout: {self.cfg.rollout.batch_size} starts x {length} steps")
-            # Only the observations: gathering every field of 100k rows would be wasted copies.
-            start = self.real.sample(self.cfg.rollout.batch_size, gen, ("obs",))["obs"]
-            metrics.update(
-                rollout(
-                    self.model,
-                    self.agent,
-                    self.termination_fn,
-                    start,
-                    length,
-                    self.pool,
-                    gen,
-                    self.rewarder,
-                    self.cfg.rewarder,
-                )
-            )
-        metrics["rollout/pool_size"] = self.pool.size
-        self.pool_ready = bool(self.pool.size > 0)  # sync-ok: once per model phase
-        status("")
-        return metrics
+            if out.model is None:  # a stop request during the fit: paused after an epoch
+                return Step(paused=True)
+        with timer.phase("env"):
+            self.collector.step(self._explore)
+            # The CPU acting copy (if any) is refreshed when due, before this step's updates
+            # are queued, so that it never waits for them.
+            self.acting.step(self.collector.num_envs)
+        out.env_steps = n
+        if self.env_steps > self.init_steps and self.model_side.ready():
+            out.updates = n * self.updates_per_step
+            with timer.phase("sac"):
+                out.sac = self.sac_updates(out.updates)
+            self.updates += out.updates
+        return out
+
+    def _explore(self, obs: Tensor) -> Tensor:
+        """Uniform random actions for ``init_steps``, then the stochastic actor."""
+        gen = self.gens["act"]
+        if self.env_steps < self.init_steps:
+            shape = (obs.shape[0], self.dims[1])
+            return torch.rand(shape, generator=gen, device=obs.device) * 2.0 - 1.0
+        return self.acting.act(obs, deterministic=False, generator=gen)
+
+    def act(self, obs: Tensor) -> Tensor:
+        """The current policy's deterministic actions (evaluation): obs [N, o] -> [N, a]."""
+        return self.acting.act(obs, deterministic=True, generator=None)
+
+    # --- what the run around it reads -------------------------------------------------------
+
+    def warm_up(self) -> dict[str, Compiled]:
+        """Compile the SAC update (and the model's fit step) now, on copies: the state is left
+        as it was. What was compiled, by name (empty when not compiling)."""
+        with tf32_matmuls(self.speed.tf32):  # (as updates and fits run: no recompiling)
+            parts = {"SAC update": self.agent.warm_up(), **self.model_side.warm_up()}
+        return {name: c for name, c in parts.items() if c is not None}
+
+    def ran(self) -> dict[str, str]:
+        """What actually ran so far: ``speed/sac_update`` and (MBPO) ``speed/model_fit``,
+        e.g. ``compiled, graphed`` or ``eager (compile failed: ...)``."""
+        return {"speed/sac_update": self.sac_updates.ran, **self.model_side.ran()}
+
+    @property
+    def fits(self) -> int:
+        """Model fits so far (0 for model-free SAC)."""
+        return self.model_side.fits
 
     def buffers(self) -> dict[str, ReplayBuffer]:
-        """Buffers a checkpoint holds besides the real one."""
-        return {"model": self.pool}
+        """The real buffer, and the model pool in an MBPO run."""
+        return {"real": self.buffer, **self.model_side.buffers()}
 
-    def batch(self, batch_size: int, gen: torch.Generator) -> dict[str, Tensor]:
-        """A SAC batch: real_ratio of it from the real buffer, the rest from the model pool."""
-        if not self.pool_ready or self.n_real >= batch_size:
-            return self.real.sample(batch_size, gen, SAC_FIELDS)
-        fake = self.pool.sample(batch_size - self.n_real, gen, SAC_FIELDS)
-        if self.n_real == 0:
-            return fake
-        real = self.real.sample(self.n_real, gen, SAC_FIELDS)
-        return {k: torch.cat([real[k], fake[k]]) for k in SAC_FIELDS}
+    def metrics(self) -> dict[str, Any]:
+        """The buffers' and the collector's metrics (read once per log interval)."""
+        out: dict[str, Any] = {"learner/updates": self.updates}
+        out.update({f"buffer/{k}": v for k, v in self.buffer.metrics().items()})
+        out.update(self.collector.metrics())
+        return out
 
-    def batch_layout(self) -> Hashable:
-        """Which buffers :meth:`batch` draws from now (the real buffer alone until the pool
-        has rows)."""
-        return "mixed" if self.pool_ready else "real"
+    def close(self) -> None:
+        self.collector.close()
 
-    def state_dict(self) -> dict[str, Any]:
+    # --- state --------------------------------------------------------------------------------
+
+    def shared_state(self) -> dict[str, Any]:
+        """What every rank holds alike: the agent, the model side and the counters."""
         return {
-            "model": self.model.state_dict(),
-            "model_trainer": self.model_trainer.state_dict(),
-            "rewarder": None if self.rewarder is None else self.rewarder.state_dict(),
-            "pool_ready": self.pool_ready,
+            "step": self.env_steps,
+            "updates": self.updates,
+            "agent": self.agent.state_dict(),
+            "algorithm": self.model_side.state_dict(),
         }
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        if not state:
-            raise ValueError("an MBPO run cannot load a model-free checkpoint (no MBPO state)")
-        self.model.load_state_dict(state["model"])
-        self.model_trainer.load_state_dict(state["model_trainer"])
-        if self.rewarder is not None and state["rewarder"] is not None:
-            self.rewarder.load_state_dict(state["rewarder"])
-        self.pool_ready = state["pool_ready"]
+    def state_dict(self) -> dict[str, Any]:
+        """Everything a resumed run needs: :meth:`shared_state` and this rank's own part
+        (:data:`OWN`: buffers, env copies, generators, the acting copy)."""
+        return {
+            **self.shared_state(),
+            "acting": self.acting.state_dict(),
+            "buffers": {name: b.state_dict() for name, b in self.buffers().items()},
+            "collector": self.collector.state_dict(),
+            "rng": rng_state(self.gens),
+        }
+
+    def load_state_dict(self, state: dict[str, Any], own: dict[str, Any] | None = None) -> None:
+        """Restore from :meth:`state_dict` (``own``: this rank's part when it is kept apart
+        from the shared one; a ValueError when the state is another algorithm's)."""
+        own = state if own is None else own
+        self.agent.load_state_dict(state["agent"])
+        self.acting.load_state_dict(own["acting"])
+        for name, buffer in self.buffers().items():
+            buffer.load_state_dict(own["buffers"][name])
+        self.model_side.load_state_dict(state["algorithm"])
+        self.collector.load_state_dict(own["collector"])
+        set_rng_state(own["rng"], self.gens)
+        self.updates = state["updates"]

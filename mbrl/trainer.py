@@ -1,5 +1,5 @@
-"""A run: builds every component, runs the loop (``mbrl.mbpo.train``), and around it logs,
-evaluates, checkpoints, resumes and reports."""
+"""A run: the algorithm (``mbrl.mbpo.MBPO``) stepped to its step count, and around it what a
+run needs: logs, evaluations, checkpoints, resume, the time left and the texts it prints."""
 
 from __future__ import annotations
 
@@ -13,15 +13,11 @@ import torch
 from torch import Tensor
 
 from mbrl import run_state
-from mbrl.agents import SAC, ActingPolicy, SACUpdates, build_agent, resolve_act_device
-from mbrl.buffer import ReplayBuffer, transition_fields
-from mbrl.collector import Collector
-from mbrl.compiled import Compiled, tf32_matmuls
+from mbrl.compiled import Compiled
 from mbrl.config import Config
-from mbrl.envs import env_spec, episode_limit
 from mbrl.envs.vector import make_vector_env, resolve_vector, vector_dims
 from mbrl.evaluator import EVAL_SEED, Evaluator
-from mbrl.mbpo import ModelFree, ModelSide, train
+from mbrl.mbpo import MBPO, Step
 from mbrl.runtime import checkpoint, distributed, interrupt, report, runlock
 from mbrl.runtime.disk import checkpoint_sizes
 from mbrl.runtime.eta import RunClock
@@ -29,28 +25,18 @@ from mbrl.runtime.interrupt import StopRequest
 from mbrl.runtime.logger import Logger, SilentLogger
 from mbrl.runtime.memory import check_memory
 from mbrl.runtime.progress import Progress, episodes
-from mbrl.runtime.speed import resolve_amp, resolve_compile
+from mbrl.runtime.speed import resolve_speed
 from mbrl.runtime.timer import PhaseTimer
-from mbrl.runtime.utils import (
-    configure_cpu,
-    make_generator,
-    resolve_device,
-    rss_mb,
-    seed_everything,
-    seeded,
-)
+from mbrl.runtime.utils import configure_cpu, resolve_device, rss_mb
 from mbrl.runtime.validate import to_yaml
 from mbrl.runtime.wandb_sink import wandb_sink
-from mbrl.schedule import crossed, run_length
-
-RANK_SEED_STRIDE = 100_003  # rank r's envs and generators: seed + r * stride (rank 0: seed)
-# The initial weights of the agent and of the model side, each from a stream of its own
-# (seed + offset), apart from the generators' (seed + 1, + 2) and the evaluation's (EVAL_SEED)
-AGENT_SEED, MODEL_SEED = 50_021, 70_001
+from mbrl.schedule import crossed
+from mbrl.seeding import seed_everything
 
 
 class Trainer:
-    """Owns every component of a run. ``run()`` trains until ``cfg.total_steps`` env steps."""
+    """A run of the algorithm (:class:`~mbrl.mbpo.MBPO`, ``self.algo``): ``run()`` steps it to
+    ``cfg.total_steps`` env steps and, around it, logs, evaluates, checkpoints and reports."""
 
     def __init__(self, cfg: Config, run_dir: str) -> None:
         # Under torchrun each rank runs a Trainer on its share (distributed.rank_config);
@@ -62,43 +48,16 @@ class Trainer:
         configure_cpu(cfg.threads, cfg.flush_denormal)
         seed_everything(cfg.seed)  # the same initial weights on every rank
         self.device = distributed.start(resolve_device(cfg.device))
-        rank_seed = cfg.seed + RANK_SEED_STRIDE * self.rank  # its own envs and batches
         n = cfg.env.num_envs
         mode, version = resolve_vector(cfg.env.vector, n), cfg.env.version
         envs = make_vector_env(cfg.env.name, n, mode, cfg.env.max_episode_steps, version=version)
         obs_dim, act_dim = vector_dims(envs)
-        self.dims = (obs_dim, act_dim)
         check_memory(cfg, obs_dim, act_dim, self.device)  # before anything large is allocated
         self.ckpt_sizes = checkpoint_sizes(self.config, obs_dim, act_dim)
-        # Never more rows than the run can fill: a 15k-step run does not allocate 1M rows.
-        capacity = min(cfg.buffer.capacity, run_length(cfg))
-        self.buffer = ReplayBuffer(capacity, transition_fields(obs_dim, act_dim), self.device)
-        self.amp = resolve_amp(cfg.amp, self.device, "sac")
-        self.model_amp = resolve_amp(cfg.amp, self.device, "model")
-        self.compiling = resolve_compile(cfg, self.device, self.world, self.amp)
-        self.tf32 = cfg.tf32 and self.device.type == "cuda"  # SAC, model fits and rollouts
-        with seeded(cfg.seed + AGENT_SEED, self.device):  # whatever the model is (agent=<name>)
-            fast = (self.device, self.amp, self.compiling.on)
-            self.agent: SAC = build_agent(obs_dim, act_dim, cfg.agent, *fast)
-        act_device = resolve_act_device(cfg.agent.act_device, self.device)
-        self.acting = ActingPolicy(self.agent, act_device, cfg.agent.act_sync_every)
-        with seeded(cfg.seed + MODEL_SEED, self.device):
-            self.model_side = self._build_model_side(obs_dim, act_dim)
-        # MBPO: a transition reaches D_env when its episode ends (mbpo.real_data); SAC: at once.
-        commit = cfg.mbpo.real_data if cfg.algorithm.name == "mbpo" else "step"
-        limit = episode_limit(cfg.env.name, cfg.env.version, cfg.env.max_episode_steps)
-        where = (act_device, rank_seed * n, self.world)  # acting device, env seed, ranks
-        self.collector = Collector(envs, self.buffer, *where, commit, limit)
-        self.evaluator = _evaluator(cfg, act_device) if self.main else None
-        self.gens = {
-            "train": make_generator(self.device, rank_seed + 1),
-            "act": make_generator(act_device, rank_seed + 2),
-        }
-        # The G updates after each env step: one compiled (CUDA: graphed) block.
-        b, gen, graphs = cfg.agent.batch_size, self.gens["train"], self.compiling.graphs
-        self.sac_updates = SACUpdates(self.agent, self.model_side, b, gen, graphs, self.tf32)
+        self.speed = resolve_speed(cfg, self.device, self.world)
+        self.algo = MBPO(cfg, envs, self.device, self.speed, rank=self.rank, world=self.world)
+        self.evaluator = _evaluator(cfg, self.algo.acting.device) if self.main else None
         self.compiled: dict[str, Compiled] = {}  # what was compiled: warm-up time, failure
-        self.updates, self.init_steps = 0, cfg.algorithm.init_steps
         self.best_return, self.best_step = -float("inf"), 0
         self.last_eval: dict[str, float] = {}
         self._learner_metrics: dict[str, Tensor] = {}
@@ -109,7 +68,7 @@ class Trainer:
         self.clock = RunClock(cfg)  # work and rates, for the estimate of the time left
         resumed = run_state.load(self, cfg.resume) if cfg.resume else None
         if resumed is None:
-            distributed.broadcast_(run_state.shared_tensors(self))  # rank 0's weights everywhere
+            distributed.broadcast_(run_state.shared_tensors(self.algo))  # rank 0's everywhere
         self.resumed_at = None if resumed is None else self.env_steps
         self.logger: Logger | SilentLogger = SilentLogger()
         if self.main:  # files only now: a resume from a bad checkpoint leaves them untouched
@@ -132,19 +91,9 @@ class Trainer:
         profile = self.cfg.profile.enabled  # (what an immediate quit, Ctrl-C, says from now on)
         interrupt.describe(lambda moment: report.quit_text(moment, run_dir, self.ckpt, profile))
 
-    def _build_model_side(self, obs_dim: int, act_dim: int) -> ModelSide | ModelFree:
-        """Where SAC's batches come from: MBPO's model side, or the real buffer alone."""
-        cfg = self.cfg
-        if cfg.algorithm.name != "mbpo":
-            return ModelFree(self.buffer)
-        term_fn = env_spec(cfg.env.name).termination_fn
-        fast = (self.model_amp, self.compiling.on, self.compiling.graphs, self.tf32)  # (its order)
-        args = (obs_dim, act_dim, cfg, self.device, term_fn, self.buffer, self.agent)
-        return ModelSide(*args, *fast)
-
     @property
     def env_steps(self) -> int:
-        return self.collector.envstep_count
+        return self.algo.env_steps
 
     # --- the loop -------------------------------------------------------------------------
 
@@ -156,11 +105,10 @@ class Trainer:
         if self.main:
             print(report.start_text(self), file=sys.stderr, flush=True)
         shown = cfg.logger.progress and self.main
-        self.progress = Progress(cfg.total_steps, self.env_steps, shown, self.init_steps)
-        self.model_side.status = self.progress.phase
+        self.progress = Progress(cfg.total_steps, self.env_steps, shown, cfg.algorithm.init_steps)
         try:
             with stop:
-                if train(self, stop.agreed):
+                if self._loop(stop.agreed):
                     self.stopped = stop.why
                     self._save_now()
         finally:
@@ -168,59 +116,53 @@ class Trainer:
             self.logger.close()
             if self.evaluator is not None:
                 self.evaluator.close()
-            self.collector.close()
+            self.algo.close()
             if self.main:
                 runlock.release(self.run_dir)
         if self.main:
             self.progress.write(report.summary_text(self, self.stopped or "finished"))
         return self.last_eval.get("eval/return_mean", float("nan"))
 
+    def _loop(self, stop: Callable[[], bool]) -> bool:
+        """MBPO's Algorithm 2 to ``total_steps`` env steps, each step observed; True when
+        ``stop()`` (a Ctrl-C or the time limit, agreed by every rank) ended it early."""
+        algo, total = self.algo, self.cfg.total_steps
+        while algo.env_steps < total:
+            step = algo.step(self.timer, stop, self.progress.phase)
+            if step.paused:  # stopped during a model fit: paused after an epoch, resumable
+                return True
+            self.observe(step)
+            if stop():
+                return True
+        return False
+
     def warm_up(self) -> None:
         """Compile the SAC update and the model-fit step now (on copies: the run's state is
         untouched), timed for the start block and as the phase ``compile``; a compile failure
         falls back to eager. Once."""
-        if not self.compiling.on or self.compiled:
+        if not self.speed.compile or self.compiled:
             return
         if self.main:
-            fits = isinstance(self.model_side, ModelSide)
+            fits = self.cfg.algorithm.name == "mbpo"
             what = "the SAC update" + (" and the model fit" if fits else "")
             print(f"compiling {what} (torch.compile)...", file=sys.stderr, flush=True)
-        with self.timer.phase("compile"), tf32_matmuls(self.tf32):  # (as updates and fits run)
-            parts = {"SAC update": self.agent.warm_up()}
-            if isinstance(self.model_side, ModelSide):
-                parts["model fit"] = self.model_side.model_trainer.warm_up()
-        self.compiled = {name: c for name, c in parts.items() if c is not None}
+        with self.timer.phase("compile"):
+            self.compiled = self.algo.warm_up()
 
-    # --- the loop's hooks (mbrl.mbpo.Run) -------------------------------------------------
+    # --- what the run does around each step ---------------------------------------------------
 
-    def step_env(self) -> None:
-        """One env step into the real buffer; then the CPU acting copy (if any) is refreshed
-        when due, before this step's updates are queued, so that it never waits for them."""
-        self.collector.step(self.explore)
-        self.acting.step(self.collector.num_envs)
-
-    def explore(self, obs: Tensor) -> Tensor:
-        """Uniform random actions for ``init_steps``, then the stochastic actor."""
-        gen = self.gens["act"]
-        if self.env_steps < self.init_steps:
-            shape = (obs.shape[0], self.buffer.data["act"].shape[1])
-            return torch.rand(shape, generator=gen, device=obs.device) * 2.0 - 1.0
-        return self.acting.act(obs, deterministic=False, generator=gen)
-
-    def after_model_phase(self, metrics: dict[str, Any]) -> None:
-        self.clock.work.model_phase(metrics, self.cfg.rewarder.mode != "none")
-        with self.timer.phase("log"):
-            self.logger.log(self.env_steps, metrics)
-
-    def after_step(self, sac_metrics: dict[str, Tensor] | None) -> None:
-        """Count the updates, then log, evaluate and checkpoint when due (the last step
-        always)."""
-        done, n = self.clock.work.done, self.collector.step_size
-        done["env"] += n
-        if sac_metrics is not None:
-            self._learner_metrics = sac_metrics
-            self.updates += n * self.cfg.algorithm.updates_per_step
-            done["sac"] += n * self.cfg.algorithm.updates_per_step
+    def observe(self, step: Step) -> None:
+        """Log a model phase's metrics; count the step's work; then log, evaluate and
+        checkpoint when due (the last step always)."""
+        done = self.clock.work.done
+        if step.model is not None and step.model_step is not None:
+            self.clock.work.model_phase(step.model, self.cfg.rewarder.mode != "none")
+            with self.timer.phase("log"):
+                self.logger.log(step.model_step, step.model)
+        done["env"] += step.env_steps
+        if step.sac is not None:
+            self._learner_metrics = step.sac
+            done["sac"] += step.updates
         self.progress.step(self.env_steps)
         if self.main:  # the bar's ETA from per-phase rates, and once the time left by phase
             self.clock.tick(self.progress, self.timer, self.env_steps)
@@ -229,7 +171,7 @@ class Trainer:
             self.step_hook()
 
     def _periodic(self) -> None:
-        step, cfg, n = self.env_steps, self.cfg, self.collector.step_size
+        step, cfg, n = self.env_steps, self.cfg, self.algo.collector.step_size
         last = step >= cfg.total_steps
         if crossed(step, cfg.logger.every, n) or last:  # the last step always
             with self.timer.phase("log"):
@@ -251,8 +193,8 @@ class Trainer:
         assert self.evaluator is not None
         with self.timer.phase("eval"):
             self.progress.phase(f"eval: {episodes(self.cfg.eval.episodes)}")
-            self.acting.sync()  # evaluate the current weights
-            self.last_eval = self.evaluator.run(self._greedy)
+            self.algo.acting.sync()  # evaluate the current weights
+            self.last_eval = self.evaluator.run(self.algo.act)
         self.clock.work.done["eval"] += self.cfg.eval.episodes
         with self.timer.phase("log"):
             self.logger.log(step, self.last_eval)
@@ -268,20 +210,17 @@ class Trainer:
         if state is not None:
             self.ckpt.save_last(state)
 
-    def _greedy(self, obs: Tensor) -> Tensor:
-        return self.acting.act(obs, deterministic=True, generator=None)
-
     def _log(self) -> None:
         metrics: dict[str, Any] = {f"learner/{k}": v for k, v in self._learner_metrics.items()}
-        metrics["learner/updates"] = self.updates
-        metrics.update({f"buffer/{k}": v for k, v in self.buffer.metrics().items()})
-        metrics.update(self.collector.metrics())
+        metrics.update(self.algo.metrics())  # learner/updates, buffer/*, collector/*
         metrics.update(self.timer.metrics())
         metrics["process/rss_mb"] = rss_mb()
-        metrics.update(report.ran(self))  # what ran: compiled or eager, graphed or not, why
+        if self.device.type == "cuda":  # (what several runs on one GPU each hold at most)
+            metrics["process/gpu_peak_mb"] = torch.cuda.max_memory_reserved(self.device) / 2**20
+        metrics.update(self.algo.ran())  # what ran: compiled or eager, graphed or not, why
         self.logger.log(self.env_steps, metrics)
 
-    # --- checkpoints (mbrl.run_state) -----------------------------------------------------
+    # --- checkpoints (mbrl.run_state) ------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any] | None:
         """The run's state on rank 0; None on the other ranks (every rank must call it)."""
@@ -290,11 +229,12 @@ class Trainer:
 
 def _evaluator(cfg: Config, device: torch.device) -> Evaluator:
     """Deterministic episodes from seeds seed + EVAL_SEED + i, the same at every evaluation."""
-    args = (
+    return Evaluator(
         cfg.env.name,
-        cfg.eval.episodes,
-        cfg.seed + EVAL_SEED,
-        device,
-        cfg.env.max_episode_steps,
+        episodes=cfg.eval.episodes,
+        seed=cfg.seed + EVAL_SEED,
+        device=device,
+        max_episode_steps=cfg.env.max_episode_steps,
+        vector=cfg.eval.vector,
+        version=cfg.env.version,
     )
-    return Evaluator(*args, vector=cfg.eval.vector, version=cfg.env.version)

@@ -88,9 +88,9 @@ def test_cuda_training_acts_where_asked(act_device: str, tmp_path: str) -> None:
         tiny_config(total_steps=200, device="cuda", **{"agent.act_device": act_device}), run
     )
     expected = "cpu" if act_device == "cpu" else "cuda"
-    assert trainer.acting.device.type == expected
-    assert trainer.amp == "off"  # amp=auto: fp32 for SAC, bf16 for the model (where supported)
-    assert trainer.model_amp == ("bf16" if torch.cuda.is_bf16_supported() else "off")
+    assert trainer.algo.acting.device.type == expected
+    assert trainer.speed.sac_amp == "off"  # amp=auto: fp32 for SAC, bf16 for the model (where supported)
+    assert trainer.speed.model_amp == ("bf16" if torch.cuda.is_bf16_supported() else "off")
     trainer.run()
     Trainer(
         tiny_config(total_steps=300, device="cuda", resume=run, **{"agent.act_device": act_device}),

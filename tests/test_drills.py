@@ -23,7 +23,7 @@ import torch
 from test_mbpo import mbpo_config
 
 from mbrl.config import ConfigError
-from mbrl.mbpo import ModelSide
+from mbrl.model_side import ModelSide
 from mbrl.runtime import checkpoint
 from mbrl.runtime.checkpoint import CheckpointError, load
 from mbrl.runtime.memory import buffer_bytes, check_memory
@@ -454,14 +454,14 @@ def test_nan_in_real_data_and_model_weights_is_contained(tmp_path: str) -> None:
     run = os.path.join(tmp_path, "run")
     cfg = mbpo_config(total_steps=400, **{"rollout.batch_size": 256})
     trainer = Trainer(cfg, run)
-    assert isinstance(trainer.model_side, ModelSide)
+    assert isinstance(trainer.algo.model_side, ModelSide)
 
     def inject() -> None:
         if trainer.env_steps == 150:  # between the first two model phases
             with torch.no_grad():
-                trainer.buffer.data["obs"][[3, 50, 120], 0] = float("nan")
-                trainer.buffer.data["rew"][77] = float("inf")
-                weight = next(iter(trainer.model_side.model.ensemble.parameters()))
+                trainer.algo.buffer.data["obs"][[3, 50, 120], 0] = float("nan")
+                trainer.algo.buffer.data["rew"][77] = float("inf")
+                weight = next(iter(trainer.algo.model_side.model.ensemble.parameters()))
                 weight.view(-1)[0] = float("nan")
 
     trainer.step_hook = inject
@@ -474,10 +474,10 @@ def test_nan_in_real_data_and_model_weights_is_contained(tmp_path: str) -> None:
     assert sum(r["rollout/nonfinite"] for r in phases) > 0  # NaN start states: dropped rows
     learner = [r for r in rows if "learner/nonfinite_steps" in r]
     assert learner[-1]["learner/nonfinite_steps"] > 0  # batches with a NaN row: skipped
-    for net in (trainer.agent.actor, trainer.agent.critic):
+    for net in (trainer.algo.agent.actor, trainer.algo.agent.critic):
         assert all(torch.isfinite(p).all() for p in net.parameters())
-    assert all(torch.isfinite(p).all() for p in trainer.model_side.model.parameters())
-    pool = trainer.model_side.pool.rows()
+    assert all(torch.isfinite(p).all() for p in trainer.algo.model_side.model.parameters())
+    pool = trainer.algo.model_side.pool.rows()
     assert all(torch.isfinite(pool[k]).all() for k in ("obs", "next_obs", "rew"))
     with open(os.path.join(run, "log", "model", "model.log"), encoding="utf-8") as f:
         assert "nonfinite_rows 4" in f.read()

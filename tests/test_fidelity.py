@@ -16,7 +16,7 @@ from torch import Tensor, nn
 
 from mbrl.agents import SAC, SACConfig
 from mbrl.config import Config
-from mbrl.mbpo import ModelSide
+from mbrl.model_side import ModelSide
 from mbrl.models import DynamicsModel, GaussianEnsemble, ModelTrainer
 from mbrl.models.fit_step import FitProgress
 from mbrl.runtime.validate import validate
@@ -250,8 +250,8 @@ def test_sac_samples_only_the_newest_window_of_model_rows(tmp_path: str) -> None
         },
     )
     trainer = Trainer(cfg, os.path.join(tmp_path, "run"))
-    assert isinstance(trainer.model_side, ModelSide)
-    pool = trainer.model_side.pool
+    assert isinstance(trainer.algo.model_side, ModelSide)
+    pool = trainer.algo.model_side.pool
     seen: list[tuple[int, int]] = []
     fifo_live, pushed_before = 0, 0
 
@@ -297,9 +297,9 @@ def test_sac_batch_takes_int_real_rows(tmp_path: str) -> None:
     )
     trainer = Trainer(cfg, os.path.join(tmp_path, "run"))
     trainer.run()
-    mbpo = trainer.model_side
+    mbpo = trainer.algo.model_side
     assert mbpo is not None
-    mbpo.model_phase(100, trainer.gens["train"], trainer.timer)
+    mbpo.model_phase(100, trainer.algo.gens["train"], trainer.timer)
     mbpo.pool.data["obs"].fill_(-1234.0)
     batch = mbpo.batch(256, torch.Generator().manual_seed(0))
     assert int((batch["obs"][:, 0] != -1234.0).sum()) == int(256 * 0.05) == 12

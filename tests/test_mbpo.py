@@ -9,7 +9,7 @@ import os
 import pytest
 import torch
 
-from mbrl.mbpo import ModelSide
+from mbrl.model_side import ModelSide
 from mbrl.runtime.checkpoint import load
 from mbrl.trainer import Trainer
 
@@ -54,7 +54,7 @@ def test_mbpo_run_logs_model_phases(tmp_path: str) -> None:
         ),
         run,
     )
-    assert isinstance(trainer.model_side, ModelSide)
+    assert isinstance(trainer.algo.model_side, ModelSide)
     trainer.run()
     rows = _rows(run)
     phases = [r for r in rows if "model/holdout_nll" in r]
@@ -82,9 +82,9 @@ def test_mbpo_run_logs_model_phases(tmp_path: str) -> None:
 def test_batches_mix_real_and_model_rows(tmp_path: str) -> None:
     trainer = Trainer(mbpo_config(total_steps=100), os.path.join(tmp_path, "run"))
     trainer.run()
-    mbpo = trainer.model_side
+    mbpo = trainer.algo.model_side
     assert isinstance(mbpo, ModelSide)
-    mbpo.model_phase(100, trainer.gens["train"], trainer.timer)
+    mbpo.model_phase(100, trainer.algo.gens["train"], trainer.timer)
     mbpo.pool.data["obs"].fill_(-1234.0)  # mark every pool row
     batch = mbpo.batch(32, torch.Generator().manual_seed(0))
     from_pool = (batch["obs"][:, 0] == -1234.0).sum().item()
@@ -145,10 +145,10 @@ def test_bench_times_a_trained_agent_both_ways(tmp_path: str) -> None:
 
     trainer = Trainer(mbpo_config(total_steps=100), os.path.join(tmp_path, "run"))
     trainer.run()
-    assert isinstance(trainer.model_side, ModelSide)
-    trainer.model_side.model_phase(100, trainer.gens["train"], trainer.timer)
-    before = {k: v.clone() for k, v in trainer.agent.actor.state_dict().items()}
+    assert isinstance(trainer.algo.model_side, ModelSide)
+    trainer.algo.model_side.model_phase(100, trainer.algo.gens["train"], trainer.timer)
+    before = {k: v.clone() for k, v in trainer.algo.agent.actor.state_dict().items()}
     rates = trained_sac_update(Bench(torch.device("cpu"), repeats=1, warmup=0), trainer, 2)
     assert set(rates) == {"flush", "keep"} and all(r > 0 for r in rates.values())
-    for key, value in trainer.agent.actor.state_dict().items():
+    for key, value in trainer.algo.agent.actor.state_dict().items():
         assert torch.equal(value, before[key]), "the timed copies must not train the agent"

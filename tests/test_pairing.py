@@ -44,16 +44,16 @@ def test_runs_differing_only_in_the_model_are_paired(tmp_path: str, other: str) 
     runs = {m: _arm(m, os.path.join(tmp_path, m)) for m in ("flow", other)}
     flow, rival = runs["flow"], runs[other]
     # the models themselves differ (what their construction draws differs too) ...
-    assert flow.model_side.model.state_dict().keys() != rival.model_side.model.state_dict().keys()
+    assert flow.algo.model_side.model.state_dict().keys() != rival.algo.model_side.model.state_dict().keys()
     # ... but the agents start from the same weights
     for name in ("actor", "critic", "critic_target"):
-        mine, theirs = flow.agent.state_dict()[name], rival.agent.state_dict()[name]
+        mine, theirs = flow.algo.agent.state_dict()[name], rival.algo.agent.state_dict()[name]
         for key, value in mine.items():
             assert torch.equal(value, theirs[key]), f"{name}.{key}"
     for run in runs.values():
         run.run()
     # the same random-phase transitions reached the real buffer, in the same order
-    a, b = flow.buffer.rows(), rival.buffer.rows()
+    a, b = flow.algo.buffer.rows(), rival.algo.buffer.rows()
     assert a.keys() == b.keys() and a["obs"].shape[0] > 0
     for key in a:
         assert torch.equal(a[key], b[key]), key
@@ -69,5 +69,5 @@ def test_different_seeds_give_different_agents(tmp_path: str) -> None:
     cfg = first.config
     cfg.seed = 4
     second = Trainer(cfg, os.path.join(tmp_path, "b"))
-    w1, w2 = first.agent.actor.net[0].weight, second.agent.actor.net[0].weight
+    w1, w2 = first.algo.agent.actor.net[0].weight, second.algo.agent.actor.net[0].weight
     assert not torch.equal(w1, w2)

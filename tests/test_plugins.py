@@ -279,7 +279,7 @@ def test_a_model_defined_in_a_test_file_trains_an_mbpo_run(tmp_path: str) -> Non
     assert isinstance(cfg.model, LinearConfig) and cfg.model.noise == 0.05
     run = os.path.join(tmp_path, "run")
     trainer = Trainer(cfg, run)
-    model = trainer.model_side.model
+    model = trainer.algo.model_side.model
     assert isinstance(model.ensemble, LinearModel)
     trainer.run()
     assert float(model.ensemble.weight.abs().sum()) > 0  # the fit moved it from zero
@@ -302,7 +302,7 @@ def test_a_models_own_keys_are_checked(tmp_path: str) -> None:
 def test_an_agent_subclass_is_selected_by_config(tmp_path: str) -> None:
     cfg = composed(f"agent._target_={__name__}.ScaledCriticSAC")
     trainer = Trainer(cfg, os.path.join(tmp_path, "run"))
-    assert type(trainer.agent) is ScaledCriticSAC
+    assert type(trainer.algo.agent) is ScaledCriticSAC
     trainer.run()
     with pytest.raises(ConfigError, match=r"has no `config` \(an AgentConfig subclass"):
         composed("agent._target_=torch.nn.Linear")

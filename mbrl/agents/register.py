@@ -58,12 +58,12 @@ def config_class(target: str) -> type[AgentConfig]:
     return config
 
 
-def build_agent(obs_dim: int, act_dim: int, cfg: AgentConfig, *args: Any) -> Any:
-    """A fresh agent of ``cfg``'s class, built as ``cls(obs_dim, act_dim, cfg, *args)``
-    (``args``: device, amp, compile, as SAC takes them). A config with the loop's keys alone
-    (``AgentConfig``) gets the class's defaults for its own keys."""
+def build_agent(obs_dim: int, act_dim: int, cfg: AgentConfig, **kwargs: Any) -> Any:
+    """A fresh agent of ``cfg``'s class, built as ``cls(obs_dim, act_dim, cfg, **kwargs)``
+    (``kwargs``: ``device``, ``amp``, ``compile``, by name, as SAC takes them). A config with
+    the loop's keys alone (``AgentConfig``) gets the class's defaults for its own keys."""
     cls = agent_class(cfg._target_)
     if not isinstance(cfg, cls.config):
         loop_keys = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(AgentConfig)}
         cfg = cls.config(**loop_keys)
-    return cls(obs_dim, act_dim, cfg, *args)
+    return cls(obs_dim, act_dim, cfg, **kwargs)

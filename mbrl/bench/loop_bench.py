@@ -73,11 +73,12 @@ def trained_sac_update(b: Bench, trainer: Trainer, updates: int = 20) -> dict[st
     """SAC updates/s of an agent trained by ``whole_loop`` (run with denormals kept), on MBPO
     batches, from two copies of its state taken side by side: one with denormal floats flushed
     to zero, one with them kept. Leaves flushing on, as the bench runs."""
-    cfg, agent, gen = trainer.cfg, trainer.agent, torch.Generator(device=b.device).manual_seed(0)
-    batches = [trainer.model_side.batch(cfg.agent.batch_size, gen) for _ in range(updates)]
+    cfg, algo = trainer.cfg, trainer.algo
+    agent, gen = algo.agent, torch.Generator(device=b.device).manual_seed(0)
+    batches = [algo.model_side.batch(cfg.agent.batch_size, gen) for _ in range(updates)]
     copies = {}
     for flush in (True, False):
-        copies[flush] = build_agent(OBS, ACT, cfg.agent, b.device, trainer.amp)
+        copies[flush] = build_agent(OBS, ACT, cfg.agent, device=b.device, amp=trainer.speed.sac_amp)
         copies[flush].load_state_dict(copy.deepcopy(agent.state_dict()))
 
     def run(flush: bool) -> None:

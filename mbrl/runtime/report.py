@@ -9,19 +9,17 @@ from typing import Protocol
 
 import torch
 
-from mbrl.agents import SACUpdates
-from mbrl.compiled import Compiled
+from mbrl.compiled import Compiled, Speed
 from mbrl.config import Config
 from mbrl.envs import env_spec
 from mbrl.envs.vector import resolve_vector
-from mbrl.mbpo import ModelFree, ModelSide
+from mbrl.mbpo import MBPO
 from mbrl.runtime.checkpoint import CheckpointManager
 from mbrl.runtime.disk import CheckpointSizes
 from mbrl.runtime.inert_settings import warnings_for
 from mbrl.runtime.interrupt import STARTING
 from mbrl.runtime.memory import buffer_bytes
 from mbrl.runtime.progress import duration, episodes, megabytes, start_block
-from mbrl.runtime.speed import CompileChoice
 from mbrl.runtime.timer import PhaseTimer
 
 
@@ -32,14 +30,10 @@ class Run(Protocol):
     world: int  # processes of the run (torchrun)
     run_dir: str
     device: torch.device
-    amp: str  # SAC's
-    model_amp: str
-    compiling: CompileChoice
+    speed: Speed  # amp, compile, graphs, TF32 as decided
     compiled: dict[str, Compiled]  # what was compiled: warm-up time, failure
-    sac_updates: SACUpdates
-    model_side: ModelSide | ModelFree  # where SAC's batches come from (MBPO: the model side)
+    algo: MBPO
     ckpt_sizes: CheckpointSizes
-    dims: tuple[int, int]
     resumed_at: int | None
     timer: PhaseTimer
     last_eval: dict[str, float]
@@ -64,29 +58,20 @@ def _what(t: Run) -> str:
 
 def compile_line(t: Run) -> str:
     """Whether the run compiles, why, and how long compiling took (or why it failed)."""
-    line = t.compiling.why
+    line = t.speed.why
     done = []
     for name, c in t.compiled.items():
         done.append(f"{name} {c.ran}" if c.failure else f"{name} {c.seconds or 0.0:.1f} s")
     return f"{line}; warm-up {', '.join(done)}" if done else line
 
 
-def ran(t: Run) -> dict[str, str]:
-    """What actually ran so far, as ``metrics.jsonl`` records it at every log interval:
-    ``speed/sac_update`` and (MBPO) ``speed/model_fit``, e.g. ``compiled, graphed`` or
-    ``eager (compile failed: ...)``."""
-    out = {"speed/sac_update": t.sac_updates.ran}
-    if isinstance(t.model_side, ModelSide):
-        out["speed/model_fit"] = t.model_side.model_trainer.step.ran
-    return out
-
-
 def start_text(t: Run) -> str:
     cfg = t.cfg
-    obs_dim, act_dim = t.dims
+    obs_dim, act_dim = t.algo.dims
     real, pool = buffer_bytes(cfg, obs_dim, act_dim)
     memory = f"real buffer {megabytes(real)}" + (f", model pool {megabytes(pool)}" if pool else "")
-    amp = t.amp if t.amp == t.model_amp else f"SAC {t.amp}, model {t.model_amp}"
+    sac_amp, model_amp = t.speed.sac_amp, t.speed.model_amp
+    amp = sac_amp if sac_amp == model_amp else f"SAC {sac_amp}, model {model_amp}"
     threads = threads_text(cfg.threads, os.cpu_count() or 1, t.device.type)
     lines = {
         "run folder": f"{t.run_dir} (process {os.getpid()})",
@@ -183,7 +168,7 @@ def summary_text(t: Run, outcome: str) -> str:
         "eval return": evals,
         "time": ", ".join(phases),
         "1000 steps": per_thousand_steps(t),
-        "ran": "; ".join(f"{RAN_NAMES[k]} {v}" for k, v in ran(t).items()),
+        "ran": "; ".join(f"{RAN_NAMES[k]} {v}" for k, v in t.algo.ran().items()),
         "checkpoints": f"{ckpt_dir}: {', '.join(files)}",
         "resume": resume,
     }

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import torch
 
+from mbrl.compiled import Speed
 from mbrl.config import Config
 
 # amp=auto, per component and device. CPUs: fp32 (bf16 autocast measured slower for SAC and
@@ -74,3 +75,18 @@ def resolve_compile(cfg: Config, device: torch.device, world: int, amp: str) -> 
     if device.type == "cuda":
         why += ", CUDA graphs" if graphs else ", no CUDA graphs (torchrun or amp=fp16)"
     return CompileChoice(True, graphs, why)
+
+
+def resolve_speed(cfg: Config, device: torch.device, world: int) -> Speed:
+    """Every speed setting of a run as one value: amp per component, compile, CUDA graphs and
+    TF32 (``tf32`` acts on CUDA only)."""
+    sac_amp = resolve_amp(cfg.amp, device, "sac")
+    choice = resolve_compile(cfg, device, world, sac_amp)
+    return Speed(
+        sac_amp=sac_amp,
+        model_amp=resolve_amp(cfg.amp, device, "model"),
+        compile=choice.on,
+        graphs=choice.graphs,
+        tf32=cfg.tf32 and device.type == "cuda",
+        why=choice.why,
+    )

@@ -66,7 +66,7 @@ def build_actor(cfg: Config, state: dict[str, Any], device: torch.device) -> SAC
     env = make_env(cfg.env.name, cfg.env.max_episode_steps, version=cfg.env.version)
     obs_dim, act_dim = env_dims(env)
     env.close()
-    agent: SAC = build_agent(obs_dim, act_dim, cfg.agent, device)  # (the run's agent class)
+    agent: SAC = build_agent(obs_dim, act_dim, cfg.agent, device=device)  # (the run's agent class)
     agent.actor.load_state_dict(state["agent"]["actor"])
     return agent
 
