@@ -1,7 +1,7 @@
 """Run one config over many seeds and variants, and report mean ± std over the seeds.
 
     python scripts/seeds.py OUT --seeds 0-4 --vary model=gaussian,flow --steps 20000 \\
-        [--stage 5000] [--budget 2h] [--procs P] [--reference CSV] -- env=hopper env.version=v4
+        [--stage 5000] [--budget 2h] [--procs P] [--mps auto] [--reference CSV] -- env=hopper
 
 Every (variant, seed) is a ``scripts/train.py`` run in ``OUT/runs/<variant>/seed_<k>``, P
 at a time (default: one per core on a CPU, with one torch thread each; 4 on a GPU). The same
@@ -17,6 +17,8 @@ and .svg (a band per variant, and ``--reference``'s published curve), and metric
 ``--report-only`` writes the report from the runs as they are. Ctrl-C, SIGINT or SIGTERM
 (``kill PID``, a scheduler's time limit; also when started in the background with ``&``)
 stops every run with its checkpoint and writes the report; a second one kills the runs.
+On a GPU with several processes (``--mps auto``; ``on``, ``off``) the runs share the GPU under
+CUDA MPS, whose daemon it starts for them and quits once they have stopped (docs/scaling.md).
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ import sys
 import time
 from typing import Any
 
+from mbrl.tools.mps import MODES, Mps, wanted
+from mbrl.tools.mps import start as start_mps
 from mbrl.tools.plotting import Reference, load_reference
 from mbrl.tools.seed_report import load_settings, write_report
 from mbrl.tools.seed_runs import (
@@ -42,6 +46,7 @@ from mbrl.tools.seed_runs import (
     parse_seeds,
     stages,
 )
+from mbrl.tools.seed_speed import GpuMemory, run_speed
 
 
 def arguments() -> argparse.Namespace:
@@ -73,6 +78,10 @@ def arguments() -> argparse.Namespace:
     )
     p.add_argument("--procs", type=int, default=None, help="runs at a time")
     p.add_argument("--threads", type=int, default=1, help="torch threads per run (default 1)")
+    p.add_argument(
+        "--mps", choices=MODES, default="auto", help="CUDA MPS for the runs (default auto: "
+        "on for several processes on a GPU)"
+    )  # fmt: skip
     p.add_argument("--reference", default=None, help="a published curve: CSV step,mean,std")
     p.add_argument("--report", default=None, help="folder for the report (default OUT)")
     p.add_argument("--report-every", type=float, default=300.0, help="seconds between reports")
@@ -184,14 +193,21 @@ def main() -> int:
     record.update(commit=commit(), runs={})
     report_dir = args.report or args.out
     pool: Pool | None = None
+    memory: GpuMemory | None = None
 
     def report() -> None:
         record["end"] = time.time()
         record["runs"] = {
-            j.name: {"before": j.before, "after": j.steps(), "seconds": j.seconds + _live(pool, j)}
+            j.name: {
+                "before": j.before,
+                "after": j.steps(),
+                "seconds": j.seconds + _live(pool, j),
+                "past_random": run_speed(j.path, record["start"]),
+            }
             for j in chosen
             if j.outcome != "pending"
         }
+        record["gpu_memory_mb"] = memory.figures() if memory else None
         invocations = [*history, record] if record["runs"] else history
         _save_history(args.out, invocations)
         by_variant = [(v.label, [j.path for j in jobs if j.variant == v]) for v in every]
@@ -209,13 +225,18 @@ def main() -> int:
     deadline = time.time() + budget if budget else float("inf")
     pool = Pool(args.overrides, procs, args.threads, deadline, args.grace,
                 os.path.join(args.out, "logs"), report, args.report_every)  # fmt: skip
-    print(
-        f"{len(chosen)} runs ({len(arms)} variants x {len(seeds)} seeds) to {steps:,} env steps, "
-        f"{procs} at a time on {device}" + (f", budget {args.budget}" if budget else ""),
-        file=sys.stderr,
-    )
     stop_on_signals()
+    mps: Mps | None = None
     try:
+        mps, mps_text = _mps(args, device, procs)
+        pool.env, record["mps"] = (mps.env if mps else {}), mps is not None
+        memory = GpuMemory() if device == "cuda" else None
+        print(
+            f"{len(chosen)} runs ({len(arms)} variants x {len(seeds)} seeds) to {steps:,} env "
+            f"steps, {procs} at a time on {device}, {mps_text}"
+            + (f", budget {args.budget}" if budget else ""),
+            file=sys.stderr,
+        )
         for target in stages(steps, args.stage):
             pool.run(chosen, target)
             if not pool.can_start():  # (the budget is spent, or Ctrl-C)
@@ -224,10 +245,26 @@ def main() -> int:
         report()
         print("stopped; the same command continues every run", file=sys.stderr)
         return 130
+    finally:  # (after the runs have stopped: they are the daemon's clients)
+        if memory is not None:
+            memory.stop()
+        if mps is not None:
+            print(mps.stop(), file=sys.stderr)
     report()
     print(f"report: {os.path.join(report_dir, 'summary.md')}", file=sys.stderr)
     failed = [j.name for j in chosen if j.outcome.startswith("failed")]
     return 1 if failed else 0
+
+
+def _mps(args: argparse.Namespace, device: str, procs: int) -> tuple[Mps | None, str]:
+    """Start CUDA MPS for the runs where ``--mps`` asks for it; returns the daemon (or None)
+    and the start line's words on it. A start that fails is one line, and the runs go on."""
+    use, why = wanted(args.mps, device, procs)
+    if not use:
+        return None, f"MPS off ({why})"
+    mps, said = start_mps(os.path.join(args.out, "logs", "mps"), probe=device == "cuda")
+    print(said, file=sys.stderr, flush=True)
+    return mps, f"MPS {'on' if mps else 'off'} ({why}{'' if mps else ': it could not start'})"
 
 
 def stop_on_signals() -> None:

@@ -20,6 +20,7 @@ import numpy as np
 from mbrl.envs import episode_limit
 from mbrl.envs.make import alive_bonus
 from mbrl.tools.plotting import Reference, Run, Setting, load_run, plot_curves, sample_std
+from mbrl.tools.seed_speed import speed_lines
 
 STILL_TOLERANCE = 0.05  # |return - bonus x length| <= 5 % of bonus x length
 RETURN, LENGTH = "eval/return_mean", "eval/episode_length_mean"
@@ -156,7 +157,9 @@ def write_report(
             f"the step (n), and how many of those evaluations stood still (mean episode "
             f"length at the env's limit, return within {STILL_TOLERANCE:.0%} of the alive "
             "bonus times that length).",
-            "\n".join([*throughput(invocations), solo_rate(invocations)]),
+            "\n".join(
+                [*throughput(invocations), solo_rate(invocations), *speed_lines(invocations)]
+            ),
         ]
     )
     _atomic_text(os.path.join(out, "summary.md"), md + "\n")

@@ -119,6 +119,7 @@ class Pool:
     on_change: Callable[[], None] = lambda: None  # after each run ends (rewrite the report)
     every: float = 300.0  # ... and at least this often, in seconds, while runs go on
     say: Callable[[str], None] = lambda text: print(text, file=sys.stderr, flush=True)
+    env: dict[str, str] = field(default_factory=dict)  # added to each run's environment (MPS)
     active: dict[int, tuple[Job, subprocess.Popen[bytes], float]] = field(default_factory=dict)
     stopping_since: float | None = None
     _changed: float = field(default_factory=time.time)
@@ -158,7 +159,8 @@ class Pool:
         cmd = job.command(self.base, target, self.threads, self._minutes_left())
         log.write(f"\n$ {' '.join(cmd)}\n".encode())
         log.flush()
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                env={**os.environ, **self.env})  # fmt: skip
         log.close()  # (the child holds its own descriptor)
         self.active[proc.pid] = (job, proc, time.time())
         verb = "continues" if job.before else "starts"

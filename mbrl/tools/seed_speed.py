@@ -1,0 +1,146 @@
+"""How fast ``scripts/seeds.py``'s runs went in one invocation, past the random steps: each
+run's env steps per second, all of them together, what ran (compiled, graphed), whether MPS
+was on, and the GPU memory in use while they ran.
+
+A run's rate comes from its own ``metrics.jsonl``: the log lines (those with ``time/wall``,
+one per ``logger.every`` env steps) written in this invocation, over the intervals that start
+at or past ``algorithm.init_steps`` and lie within one process (an interval whose time
+stamps lie further apart than its ``time/wall`` spans a stop and a resume: left out, and with
+it each process's first interval after a resume, its compile warm-up). The GPU memory is the
+machine's (``nvidia-smi``, every few seconds), read the same way with and without MPS; a
+run's own peak is added where its metrics log one (``GPU_MEMORY_KEY``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+import threading
+from typing import Any
+
+import numpy as np
+from omegaconf import OmegaConf
+
+from mbrl.tools.mps import find_tool
+
+GPU_MEMORY_KEY = "process/gpu_peak_mb"  # a run's own peak GPU memory, where it logs one
+SAME_PROCESS_SLACK = 2.0  # seconds between two log lines' stamps beyond their time/wall
+SAMPLE_EVERY = 5.0  # seconds between nvidia-smi samples
+
+
+def run_speed(path: str, since: float) -> dict[str, Any] | None:
+    """A run's figures past its random steps, from its lines stamped at or after ``since``:
+    env steps, seconds, first and last stamp, what ran, its peak GPU memory if logged
+    (None: no such interval yet)."""
+    rows = _log_rows(path)
+    init = _init_steps(path)
+    steps, seconds, stamps = 0, 0.0, []
+    for prev, row in itertools.pairwise(rows):
+        gap = row["time"] - prev["time"]
+        if (
+            prev["time"] < since
+            or prev["step"] < init
+            or gap > row["time/wall"] + SAME_PROCESS_SLACK
+        ):
+            continue
+        steps += row["step"] - prev["step"]
+        seconds += gap
+        stamps += [prev["time"], row["time"]]
+    if not steps:
+        return None
+    ran = {k: v for k, v in rows[-1].items() if k.startswith("speed/")}
+    peaks = [r[GPU_MEMORY_KEY] for r in rows if r["time"] >= since and r.get(GPU_MEMORY_KEY)]
+    out = {"steps": steps, "seconds": seconds, "first": min(stamps), "last": max(stamps)}
+    out.update(ran=ran, gpu_peak_mb=max(peaks) if peaks else None)
+    return out
+
+
+def _log_rows(path: str) -> list[dict[str, Any]]:
+    file = os.path.join(path, "metrics.jsonl")
+    if not os.path.isfile(file):
+        return []
+    rows = []
+    with open(file, encoding="utf-8") as f:
+        for line in f:
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue  # (a line cut by a kill)
+            if row.get("time/wall") is not None and "time" in row:
+                rows.append(row)
+    return rows
+
+
+def _init_steps(path: str) -> int:
+    """The run's ``algorithm.init_steps`` (its config.yaml; 0 when it has none yet)."""
+    file = os.path.join(path, "config.yaml")
+    if not os.path.isfile(file):
+        return 0
+    return int(OmegaConf.select(OmegaConf.load(file), "algorithm.init_steps", default=0))
+
+
+def speed_lines(invocations: list[dict[str, Any]]) -> list[str]:
+    """One line per invocation that has figures past the random steps."""
+    lines = []
+    for i, inv in enumerate(invocations, start=1):
+        runs = [r["past_random"] for r in inv["runs"].values() if r.get("past_random")]
+        if not runs:
+            continue
+        each = [r["steps"] / r["seconds"] for r in runs]
+        span = max(r["last"] for r in runs) - min(r["first"] for r in runs)
+        text = (
+            f"invocation {i}, past the random steps: {len(runs)} runs, "
+            f"{np.median(each):,.1f} env steps/s each (median; {min(each):,.1f}-"
+            f"{max(each):,.1f}), {sum(r['steps'] for r in runs) / span:,.1f} together; "
+            f"MPS {'on' if inv.get('mps') else 'off'}"
+        )
+        ran = sorted({f"{k[6:].replace('_', ' ')} {v}" for r in runs for k, v in r["ran"].items()})
+        text += f"; ran: {', '.join(ran) or 'not logged'}"
+        own = [r["gpu_peak_mb"] for r in runs if r.get("gpu_peak_mb")]
+        if own:
+            text += f"; GPU memory per run: {min(own):,.0f}-{max(own):,.0f} MB (peak)"
+        gpu = inv.get("gpu_memory_mb")
+        if gpu:
+            text += (
+                f"; GPU memory in use: {gpu['peak']:,.0f} MB at most ({gpu['before']:,.0f} before)"
+            )
+        lines.append(text)
+    return lines
+
+
+class GpuMemory:
+    """Samples the memory in use on the machine's GPUs (MB, summed) in a thread, until
+    ``stop()``; ``figures()``: the first sample and the peak (None without nvidia-smi)."""
+
+    def __init__(self, command: list[str] | None = None) -> None:
+        tool = find_tool("nvidia-smi")
+        query = [tool or "nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"]
+        self.command = command or query
+        self.samples: list[float] = []
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        while True:
+            try:
+                out = subprocess.run(self.command, capture_output=True, text=True, timeout=10)
+                used = [float(x) for x in out.stdout.split()]
+            except (OSError, ValueError, subprocess.TimeoutExpired):
+                return  # (no nvidia-smi, or it cannot answer: no figure)
+            if out.returncode != 0 or not used:
+                return
+            self.samples.append(sum(used))
+            if self._done.wait(SAMPLE_EVERY):
+                return
+
+    def figures(self) -> dict[str, float] | None:
+        if not self.samples:
+            return None
+        return {"before": self.samples[0], "peak": max(self.samples)}
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join(timeout=15)
