@@ -20,6 +20,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from mbrl import collectives
 from mbrl.compiled import strict
 from mbrl.config import Config, ConfigError
 from mbrl.envs import ENVS, env_dims, make_env
@@ -219,7 +220,7 @@ def run(cfg: DictConfig) -> float:
         config = resolve(cfg, list(HydraConfig.get().overrides.task))
         # Under torchrun: join the process group; every rank uses rank 0's run folder.
         distributed.start(resolve_device(config.device))
-        run_dir = distributed.broadcast_object(run_dir)
+        run_dir = collectives.broadcast_object(run_dir)
         if config.profile.enabled:
             from mbrl.tools.profiling import run_profile
 

@@ -18,9 +18,10 @@ from typing import Any, Protocol
 
 from torch import Tensor
 
+from mbrl import collectives
 from mbrl.config import Config
 from mbrl.mbpo import MBPO, OWN
-from mbrl.runtime import checkpoint, distributed
+from mbrl.runtime import checkpoint
 from mbrl.runtime.eta import RunClock
 from mbrl.runtime.timer import PhaseTimer
 
@@ -43,7 +44,7 @@ def state_dict(t: Run, logger_state: dict[str, Any]) -> dict[str, Any] | None:
     """The whole run's state on rank 0 (every rank must call it); None on the others."""
     algo = t.algo.state_dict()
     own = {key: algo.pop(key) for key in OWN}
-    parts = distributed.gather_objects(own if t.rank == 0 else _to_cpu(own))
+    parts = collectives.gather_objects(own if t.rank == 0 else _to_cpu(own))
     if parts is None:
         return None
     return {

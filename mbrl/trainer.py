@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from mbrl import run_state
+from mbrl import collectives, run_state
 from mbrl.compiled import Compiled
 from mbrl.config import Config
 from mbrl.envs.vector import make_vector_env, resolve_vector, vector_dims
@@ -68,7 +68,7 @@ class Trainer:
         self.clock = RunClock(cfg)  # work and rates, for the estimate of the time left
         resumed = run_state.load(self, cfg.resume) if cfg.resume else None
         if resumed is None:
-            distributed.broadcast_(run_state.shared_tensors(self.algo))  # rank 0's everywhere
+            collectives.broadcast_(run_state.shared_tensors(self.algo))  # rank 0's everywhere
         self.resumed_at = None if resumed is None else self.env_steps
         self.logger: Logger | SilentLogger = SilentLogger()
         if self.main:  # files only now: a resume from a bad checkpoint leaves them untouched

@@ -22,37 +22,7 @@ import os
 import torch
 import torch.distributed as dist
 
-from mbrl.collectives import (
-    active,
-    all_gather_objects,
-    any_flag,
-    average_grads_,
-    broadcast_,
-    broadcast_object,
-    gather_objects,
-    log_mean_exp,
-    mean,
-    min_int,
-    pooled_moments,
-    sum_int,
-)
 from mbrl.config import Config, ConfigError
-
-# (The collectives live with the algorithm, mbrl/collectives.py; re-exported here.)
-__all__ = [
-    "active",
-    "all_gather_objects",
-    "any_flag",
-    "average_grads_",
-    "broadcast_",
-    "broadcast_object",
-    "gather_objects",
-    "log_mean_exp",
-    "mean",
-    "min_int",
-    "pooled_moments",
-    "sum_int",
-]
 
 # Batch sizes each rank takes an equal share of: the world size must divide them.
 SPLIT = ("agent.batch_size", "model.batch_size", "rewarder.batch_size", "rollout.batch_size")

@@ -168,11 +168,11 @@ class StopRequest:
     def agreed(self) -> bool:
         """Whether to stop now: requested here (Ctrl-C, or ``max_minutes`` passed), or on any
         rank of a run on several processes (all ranks stop after the same step)."""
-        from mbrl.runtime import distributed  # (torch: not needed to install the handler)
+        from mbrl import collectives  # (torch: not needed to install the handler)
 
         if not self.requested and self._deadline is not None and time.monotonic() >= self._deadline:
             self.request(f"max_minutes={self.max_minutes:g} reached")
-        return distributed.any_flag(self.requested)
+        return collectives.any_flag(self.requested)
 
     def request(self, why: str = "Ctrl-C") -> None:
         self.requested, self.why = True, why
