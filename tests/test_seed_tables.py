@@ -108,6 +108,9 @@ def test_stand_still_counts_only_where_a_body_can_stand_still() -> None:
     assert per[8000].smoothed().mean == pytest.approx((1021 + 1051 + 300) / 3)  # type: ignore[union-attr]
     pendulum = {"env.name": "pendulum", "seed": 0, "algorithm.init_steps": 1000}
     assert cells([Run("p", pendulum, rows)])[6000].counts() is None
+    unknown = {"env.name": "an_env_of_an_unloaded_plugin", "seed": 0}  # (and no config at all)
+    for config in (unknown, {}):
+        assert cells([Run("u", config, rows)])[6000].counts() is None
 
 
 def test_throughput_lines_say_process_and_run_in_the_singular() -> None:

@@ -35,12 +35,14 @@ def env_name(runs: list[Run]) -> str:
     names = []
     for run in runs:
         name, version = run.config.get("env.name"), run.config.get("env.version")
+        if name is None:  # (a run folder without its config.yaml)
+            continue
         try:
             ver = None if version is None else str(version)
             names.append(env_spec(str(name)).version(ver).gym_id)
         except KeyError:  # (an env of a plug-in not loaded here, or no config)
             names.append(str(name))
-    return ", ".join(dict.fromkeys(names))
+    return ", ".join(dict.fromkeys(names)) or "env not recorded"
 
 
 def _seeds(n: np.ndarray) -> str:

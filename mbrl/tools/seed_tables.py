@@ -78,10 +78,17 @@ def _rule(name: str, version: str | None, steps: int | None) -> tuple[int, float
 
 
 def _run_rule(run: Run) -> tuple[int, float] | None:
-    version, steps = run.config.get("env.version"), run.config.get("env.max_episode_steps")
-    name = str(run.config["env.name"])
+    """The stand-still rule of the run's env (None: no env in its config, or one whose
+    plug-in is not loaded here, so no counts rather than a wrong one)."""
+    name, version = run.config.get("env.name"), run.config.get("env.version")
+    steps = run.config.get("env.max_episode_steps")
+    if name is None:
+        return None
     limit = None if steps is None else int(str(steps))
-    return _rule(name, None if version is None else str(version), limit)
+    try:
+        return _rule(str(name), None if version is None else str(version), limit)
+    except KeyError:
+        return None
 
 
 def evaluations(run: Run) -> dict[int, Evaluation]:
