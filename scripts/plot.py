@@ -15,16 +15,9 @@ import argparse
 import os
 import sys
 
-from mbrl.tools.plotting import (
-    find_runs,
-    format_table,
-    group,
-    load_reference,
-    plot_curves,
-    plot_phases,
-    summary,
-)
-from mbrl.tools.seed_report import table
+from mbrl.tools.figures import plot_curves, plot_phases
+from mbrl.tools.plotting import find_runs, format_table, group, load_reference, summary
+from mbrl.tools.seed_report import tables
 
 
 def main() -> int:
@@ -48,8 +41,10 @@ def main() -> int:
     parser.add_argument(
         "--per-step",
         action="store_true",
-        help="also print a markdown table: per setting and evaluated step, the return's mean "
-        "± std over seeds, n, and stand-still evaluations (as scripts/seeds.py's report)",
+        help="also print the markdown tables of scripts/seeds.py's report: per setting and "
+        "evaluated step, the return's mean ± std, bootstrap interval and n over seeds, "
+        "stand-still counts, the smoothed return beside --reference, and paired differences "
+        "between settings by seed",
     )
     args = parser.parse_args()
     try:
@@ -62,7 +57,7 @@ def main() -> int:
     print(f"{len(runs)} runs, {len(settings)} settings")
     print(format_table(summary(settings, args.metric)))
     if args.per_step:
-        print(table(settings, reference))
+        print(tables(settings, reference))
     out = args.out or os.path.join(args.paths[0], "curves.png")
     written = plot_curves(settings, out, args.metric, reference)
     base, ext = os.path.splitext(out)

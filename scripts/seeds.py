@@ -10,10 +10,11 @@ variants may be added). ``--stage N`` takes every run to N env steps, then all t
 so that a stopped campaign has all its seeds at about the same step. ``--budget`` stops
 every run cleanly (a checkpoint each) so that the command ends within the budget plus
 ``--grace``. After each run ends, and every few minutes, it rewrites the report (in
-``--report``, default OUT): summary.md (the table: per variant and evaluated step, the
-return's mean ± std over seeds, n, and stand-still evaluations), summary.json, curves.png
-and .svg (a band per variant, and ``--reference``'s published curve), and metrics.tar.gz
-(each run's metrics and config, a few MB: what to bring back from a short-lived machine).
+``--report``, default OUT): metrics.tar.gz (each run's metrics and config, a few MB: what to
+bring back from a short-lived machine), summary.md (per variant and evaluated step, the
+return's mean ± std, bootstrap interval and n over seeds, and stand-still counts; the same
+smoothed, beside ``--reference``'s published curve; paired differences between variants by
+seed), summary.json, and curves.png and .svg (a band per variant, and the published curve).
 ``--report-only`` writes the report from the runs as they are. Ctrl-C, SIGINT or SIGTERM
 (``kill PID``, a scheduler's time limit; also when started in the background with ``&``)
 stops every run with its checkpoint and writes the report; a second one kills the runs.

@@ -89,7 +89,8 @@ def test_cuda_training_acts_where_asked(act_device: str, tmp_path: str) -> None:
     )
     expected = "cpu" if act_device == "cpu" else "cuda"
     assert trainer.algo.acting.device.type == expected
-    assert trainer.speed.sac_amp == "off"  # amp=auto: fp32 for SAC, bf16 for the model (where supported)
+    # amp=auto: fp32 for SAC, bf16 for the model (where supported)
+    assert trainer.speed.sac_amp == "off"
     assert trainer.speed.model_amp == ("bf16" if torch.cuda.is_bf16_supported() else "off")
     trainer.run()
     Trainer(

@@ -51,7 +51,8 @@ def _rank_main(rank: int, world: int, port: int, run_dir: str, out_dir: str) -> 
     torch.set_num_threads(1)
     trainer = Trainer(mbpo_config(**DDP_TINY), run_dir)
     trainer.run()
-    weights = {"agent": trainer.algo.agent.state_dict(), "algorithm": trainer.algo.model_side.state_dict()}
+    algo = trainer.algo
+    weights = {"agent": algo.agent.state_dict(), "algorithm": algo.model_side.state_dict()}
     weights["real"] = trainer.algo.buffer.rows()
     torch.save(weights, os.path.join(out_dir, f"rank{rank}.pt"))
     torch.distributed.destroy_process_group()

@@ -11,6 +11,7 @@ from test_fidelity import composed
 
 from mbrl.config import Config
 from mbrl.runtime.inert_settings import inert_sweeps, swept_values, warnings_for
+from mbrl.schedule import rollout_length
 
 GROUPS = ("env", "algorithm", "model", "algorithm_env")
 
@@ -50,7 +51,7 @@ def test_a_rollout_sweep_that_cannot_act_is_named() -> None:
         assert set(lengths_used(job)) == {1}
     (warning,) = inert_sweeps(base, sweeps)
     assert "the sweep over rollout.max_length (1, 10) changes nothing" in warning
-    assert "first longer rollouts would be at step 2000" in warning
+    assert "would act from step 2000 at the earliest" in warning  # (its first job's: 1 == min)
     # The same sweep over a run long enough for the schedule: each value acts.
     longer = composed("env=pendulum", "total_steps=4000", "rollout.min_length=1")
     assert inert_sweeps(longer, sweeps) == []
@@ -84,6 +85,19 @@ def test_one_run_names_each_setting_that_cannot_act() -> None:
     # ... but a max_length that differs and is never reached is.
     (schedule,) = warnings_for(composed("env=pendulum", "total_steps=2000", "rollout.max_length=9"))
     assert "rollout.max_length cannot act" in schedule
+
+
+def test_the_warning_names_the_step_at_which_the_schedule_moves() -> None:
+    """Hopper at MBPO's settings: the step the warning names is the first env step at which
+    ``rollout_length`` (scanned here step by step) exceeds 1; a run that ends before it is
+    warned (30 000 steps included), one that reaches it is not."""
+    hopper = composed("env=hopper")
+    first = next(s for s in range(hopper.total_steps) if rollout_length(s, hopper) > 1)
+    assert (rollout_length(first - 1, hopper), rollout_length(first, hopper)) == (1, 2)
+    for total in (6000, 30_000, first):
+        (warning,) = warnings_for(composed("env=hopper", f"total_steps={total}"))
+        assert f"whose first length other than 1 is 2, at step {first};" in warning, warning
+    assert warnings_for(composed("env=hopper", f"total_steps={first + 1}")) == []
 
 
 def test_sweeps_of_groups_or_intervals_are_not_checked() -> None:

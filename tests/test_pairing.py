@@ -44,7 +44,8 @@ def test_runs_differing_only_in_the_model_are_paired(tmp_path: str, other: str) 
     runs = {m: _arm(m, os.path.join(tmp_path, m)) for m in ("flow", other)}
     flow, rival = runs["flow"], runs[other]
     # the models themselves differ (what their construction draws differs too) ...
-    assert flow.algo.model_side.model.state_dict().keys() != rival.algo.model_side.model.state_dict().keys()
+    models = flow.algo.model_side.model, rival.algo.model_side.model
+    assert models[0].state_dict().keys() != models[1].state_dict().keys()
     # ... but the agents start from the same weights
     for name in ("actor", "critic", "critic_target"):
         mine, theirs = flow.algo.agent.state_dict()[name], rival.algo.agent.state_dict()[name]

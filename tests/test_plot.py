@@ -47,9 +47,10 @@ def test_multirun_sweep_then_plot(train_cmd: list[str], tmp_path: str) -> None:
         [*plot, "--reference", ref, "--per-step"], capture_output=True, text=True, timeout=120
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    head = "| env steps | rollout.max_length=1 | rollout.max_length=3 | mbpo_hopper (published) |"
-    assert head in proc.stdout
-    assert "| 200 | " in proc.stdout and "(n=2, still 0)" in proc.stdout
+    assert "| env steps | rollout.max_length=1 | rollout.max_length=3 |" in proc.stdout
+    smoothed = "rollout.max_length=1, smoothed | rollout.max_length=3, smoothed | mbpo_hopper"
+    assert smoothed in proc.stdout and "rollout.max_length=3 − rollout.max_length=1" in proc.stdout
+    assert "| 200 | " in proc.stdout and "(n=2)" in proc.stdout
 
 
 def test_reference_curve_reads_mean_and_std(tmp_path: str) -> None:
@@ -111,13 +112,13 @@ def test_labels_name_only_what_differs(tmp_path: str, hydra: bool) -> None:
 def test_the_band_averages_the_seeds_that_reached_each_step() -> None:
     """A seed stopped at step 2 does not carry its last value on: at steps 3 and 4 the mean is
     the other seeds' alone, and the std is theirs (one seed: 0)."""
-    from mbrl.tools.plotting import band
+    from mbrl.tools.figures import band
 
     a = (np.array([1.0, 2.0, 3.0, 4.0]), np.array([10.0, 20.0, 30.0, 40.0]))
     b = (np.array([1.0, 2.0, 3.0]), np.array([0.0, 0.0, 50.0]))
     c = (np.array([1.0, 2.0]), np.array([5.0, 5.0]))
-    grid, mean, std = band([a, b, c])
-    assert grid.tolist() == [1.0, 2.0, 3.0, 4.0]
+    grid, mean, std, n = band([a, b, c])
+    assert grid.tolist() == [1.0, 2.0, 3.0, 4.0] and n.tolist() == [3, 3, 2, 1]
     reached = [[10, 0, 5], [20, 0, 5], [30, 50], [40]]  # the values at steps 1, 2, 3, 4
     expected_std = [np.std(r, ddof=1) if len(r) > 1 else 0.0 for r in reached]
     assert mean.tolist() == pytest.approx([5.0, 25 / 3, 40.0, 40.0])

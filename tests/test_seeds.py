@@ -16,8 +16,9 @@ import time
 import numpy as np
 import pytest
 
-from mbrl.tools.seed_report import Cell, stands_still
 from mbrl.tools.seed_runs import parse_duration, parse_seeds, stages
+from mbrl.tools.seed_tables import stands_still
+from mbrl.tools.stats import bootstrap_interval
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = [
@@ -56,12 +57,16 @@ def test_report_matches_the_runs_and_a_rerun_continues(tmp_path: str) -> None:
         for step in (100, 200):
             values = [e[step] for e in per_seed]
             cell = report[f"agent.init={init}"][str(step)]
-            assert cell["n"] == 2 and cell["still"] == 0  # (Pendulum has no alive bonus)
+            assert cell["n"] == 2 and "still" not in cell  # (Pendulum never stands still)
             assert cell["mean"] == pytest.approx(np.mean(values))
             assert cell["std"] == pytest.approx(np.std(values, ddof=1))
+            assert (cell["low"], cell["high"]) == pytest.approx(bootstrap_interval(values))
     with open(os.path.join(out, "summary.md"), encoding="utf-8") as f:
         table = f.read()
     assert "| env steps | agent.init=glorot | agent.init=torch |" in table
+    assert "agent.init=torch − agent.init=glorot" in table  # (the paired table)
+    assert "full-length" not in table and "still" not in table  # (Pendulum cannot stand still)
+    assert "invocation 1: 2 processes on cpu, 4 runs," in table
     for name in ("curves.png", "curves.svg", "metrics.tar.gz"):
         assert os.path.getsize(os.path.join(out, name)) > 0
 
@@ -193,8 +198,3 @@ def test_stand_still_evaluations() -> None:
     assert stands_still(1007.0, 1000.0, 1000, 1.0)
     assert not stands_still(1100.0, 1000.0, 1000, 1.0)  # it moved forward: more than 5 %
     assert not stands_still(990.0, 990.0, 1000, 1.0)  # one episode fell before the limit
-    assert not stands_still(1000.0, 1000.0, 1000, None)  # no alive bonus (Pendulum)
-    cell = Cell([1.0, 2.0, 4.0], [True, False, False])
-    assert cell.mean == pytest.approx(7 / 3) and cell.std == pytest.approx(
-        np.std([1, 2, 4], ddof=1)
-    )

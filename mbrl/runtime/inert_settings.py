@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 
 from mbrl.config import Config, ConfigError
 from mbrl.runtime.validate import validate
-from mbrl.schedule import run_length
+from mbrl.schedule import rollout_length, run_length
 
 MAX_JOBS = 512  # sweeps larger than this are not checked job by job
 SCHEDULE = ("rollout.max_length", "rollout.max_epoch")  # inert while rollouts keep min_length
@@ -43,12 +43,46 @@ def first_model_phase(cfg: Config) -> int:
     return -(-max(cfg.algorithm.init_steps, 1) // freq) * freq
 
 
-def _schedule_starts(cfg: Config) -> int:
+def _past_min_epoch(cfg: Config) -> int:
     """The first model phase past MBPO's epoch ``rollout.min_epoch`` (epochs counted after
-    init_steps): the first whose rollout length depends on ``rollout.max_length``."""
-    epoch_start = cfg.algorithm.init_steps + (cfg.rollout.min_epoch + 1) * cfg.mbpo.epoch_length
+    init_steps): up to it the rollout length is min_length whatever max_length is."""
+    after = cfg.algorithm.init_steps + (cfg.rollout.min_epoch + 1) * cfg.mbpo.epoch_length
     freq = cfg.mbpo.model_train_freq
-    return max(-(-epoch_start // freq) * freq, first_model_phase(cfg))
+    return max(-(-after // freq) * freq, first_model_phase(cfg))
+
+
+def schedule_moves_at(cfg: Config) -> int | None:
+    """The env step of the first model phase whose rollout length (``rollout_length``, the
+    schedule itself) is not ``rollout.min_length``; None when it never leaves it. MBPO's
+    Hopper schedule, 1 -> 15 over epochs 20 -> 150, first gives 2 at epoch 30: step 35000."""
+    r, freq = cfg.rollout, cfg.mbpo.model_train_freq
+    end = cfg.algorithm.init_steps + (max(r.max_epoch, r.min_epoch) + 1) * cfg.mbpo.epoch_length
+    for step in range(_past_min_epoch(cfg), end + freq + 1, freq):  # (constant past max_epoch)
+        if rollout_length(step, cfg) != r.min_length:
+            return step
+    return None
+
+
+def _schedule_inert(cfg: Config, total: int, end: str) -> Inert | None:
+    """rollout.max_length (and max_epoch) when the run ends before they can change a rollout
+    length: before the schedule moves, or, for a constant schedule (max_length ==
+    min_length), before any other max_length could act."""
+    r, moves = cfg.rollout, schedule_moves_at(cfg)
+    if (moves if moves is not None else _past_min_epoch(cfg)) < total:
+        return None
+    schedule = (
+        f"the rollout length follows MBPO's schedule, rollout.min_length={r.min_length} up to "
+        f"epoch rollout.min_epoch={r.min_epoch}, then towards rollout.max_length={r.max_length} "
+        f"at epoch rollout.max_epoch={r.max_epoch} (epochs of mbpo.epoch_length="
+        f"{cfg.mbpo.epoch_length} steps after algorithm.init_steps={cfg.algorithm.init_steps})"
+    )
+    if moves is None:
+        later = f"another max_length would act from step {_past_min_epoch(cfg)} at the earliest"
+        why = f"{schedule}, so it stays {r.min_length}; {later}; {end}"
+    else:
+        first = f"whose first length other than {r.min_length} is {rollout_length(moves, cfg)}"
+        why = f"{schedule}, {first}, at step {moves}; {end}"
+    return Inert(SCHEDULE, "rollout.max_length", why)
 
 
 def inert_settings(cfg: Config) -> list[Inert]:
@@ -71,15 +105,8 @@ def inert_settings(cfg: Config) -> list[Inert]:
                 f"{freq} steps from algorithm.init_steps={init}), and {end}"
             )
             out.append(Inert(keys, "the model side (model.*, rollout.*, rewarder.*, mbpo.*)", why))
-        elif _schedule_starts(cfg) >= total:
-            r = cfg.rollout
-            why = (
-                f"rollouts keep rollout.min_length={r.min_length} until MBPO's epoch "
-                f"rollout.min_epoch={r.min_epoch} is over (epochs of mbpo.epoch_length="
-                f"{cfg.mbpo.epoch_length} steps after algorithm.init_steps={init}): the first "
-                f"longer rollouts would be at step {_schedule_starts(cfg)}, and {end}"
-            )
-            out.append(Inert(SCHEDULE, "rollout.max_length", why))
+        elif (schedule := _schedule_inert(cfg, total, end)) is not None:
+            out.append(schedule)
     for key, every in (("eval.every", cfg.eval.every), ("logger.every", cfg.logger.every)):
         if every > total:
             why = f"its first step would be {every}, and {end} (logging and evaluating anyway)"

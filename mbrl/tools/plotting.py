@@ -1,4 +1,5 @@
-"""Learning curves and time-per-phase bars from run folders (``scripts/plot.py``).
+"""Run folders for ``scripts/plot.py`` and ``scripts/seeds.py``: loading, grouping into settings,
+a final-return summary and a published reference curve (the figures: figures.py).
 
 Runs are grouped into *settings* by the config values that differ between them (the seed
 aside), so a hydra multirun over ``rollout.max_length=1,5 seed=0,1,2`` gives two settings of
@@ -196,90 +197,3 @@ def load_reference(path: str) -> Reference:
         raise ValueError(f"{path}: expected the columns step,mean,std, got {','.join(header)}")
     label = os.path.splitext(os.path.basename(path))[0]
     return Reference(label, values[:, 0], values[:, 1], values[:, 2])
-
-
-def band(curves: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, ...]:
-    """Steps, mean and sample std (ddof 1; 0 where one seed) over the seeds that reached each
-    step: a run that stopped earlier leaves the steps after its last point (not carried on)."""
-    grid = np.unique(np.concatenate([c[0] for c in curves]))
-    inside = np.stack([(grid >= st[0]) & (grid <= st[-1]) for st, _ in curves])
-    ys = np.stack([np.interp(grid, st, v) for st, v in curves]) * inside
-    n = inside.sum(0)
-    mean = ys.sum(0) / n
-    var = (((ys - mean) * inside) ** 2).sum(0) / np.maximum(n - 1, 1)
-    return grid, mean, np.sqrt(var)
-
-
-def plot_curves(
-    settings: list[Setting],
-    out: str,
-    metric: str = "eval/return_mean",
-    reference: Reference | None = None,
-) -> list[str]:
-    """Mean and a ±std band over seeds per setting (and a reference curve over the runs'
-    range of steps); writes ``out`` as PNG and SVG."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    if reference is not None:
-        last = max(float(run.curve(metric)[0].max(initial=0)) for s in settings for run in s.runs)
-        keep = reference.steps <= last + 1000
-        x, m, sd = reference.steps[keep], reference.mean[keep], reference.std[keep]
-        ax.plot(x, m, "k--", label=f"{reference.label} (published, mean ± std)")
-        ax.fill_between(x, m - sd, m + sd, alpha=0.12, color="k")
-    for s in settings:
-        curves = [run.curve(metric) for run in s.runs]
-        curves = [c for c in curves if len(c[0])]
-        if not curves:
-            continue
-        grid, mean, std = band(curves)
-        seeds = f"{len(curves)} seed{'' if len(curves) == 1 else 's'}"
-        (line,) = ax.plot(grid, mean, label=f"{s.label} ({seeds})")
-        ax.fill_between(grid, mean - std, mean + std, alpha=0.2, color=line.get_color())
-    ax.set_xlabel("env steps")
-    ax.set_ylabel(metric)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    return _save(fig, out)
-
-
-def plot_phases(settings: list[Setting], out: str) -> list[str]:
-    """Stacked bars: seconds per phase (``time/*``), mean over the runs of each setting."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    per = [
-        {
-            k: float(np.mean([r.phase_seconds().get(k, 0.0) for r in s.runs]))
-            for k in {k for r in s.runs for k in r.phase_seconds()}
-        }
-        for s in settings
-    ]
-    phases = sorted({k for p in per for k in p}, key=lambda k: -sum(p.get(k, 0.0) for p in per))
-    fig, ax = plt.subplots(figsize=(7, 0.6 * len(settings) + 2.6))
-    left = np.zeros(len(settings))
-    for phase in phases:
-        widths = np.array([p.get(phase, 0.0) for p in per])
-        ax.barh([s.label for s in settings], widths, left=left, label=phase)
-        left += widths
-    ax.set_xlabel("seconds (sum of time/* over the run)")
-    ax.legend(fontsize=8, ncol=5, loc="upper center", bbox_to_anchor=(0.5, -0.28))
-    fig.tight_layout()
-    return _save(fig, out)
-
-
-def _save(fig: object, out: str) -> list[str]:
-    base, _ = os.path.splitext(out)
-    paths = [f"{base}.png", f"{base}.svg"]
-    for p in paths:
-        fig.savefig(p, dpi=120)  # type: ignore[attr-defined]
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)  # type: ignore[arg-type]
-    return paths

@@ -1,11 +1,8 @@
 """What ``scripts/seeds.py`` reports: per variant and evaluated env step, the evaluation
-return's mean ± std over seeds, how many seeds reached that step, and how many of those
-evaluations stood still; a plot of each variant's band; the throughput of each invocation;
-and a small bundle of the runs' metrics.
-
-A *stand-still* evaluation is a policy that keeps the body upright without moving for the
-alive bonus: its mean episode length is the env's limit and its return is within
-``STILL_TOLERANCE`` of the alive bonus times that length (Hopper: ~1000 over 1000 steps).
+return over seeds (mean ± std, bootstrap interval, n, stand-still counts), the same smoothed
+beside a published curve, paired differences between variants by seed (seed_tables.py,
+stats.py); a plot of each variant's band; the throughput of each invocation; and a small
+bundle of the runs' metrics.
 """
 
 from __future__ import annotations
@@ -13,101 +10,97 @@ from __future__ import annotations
 import json
 import os
 import tarfile
-from dataclasses import dataclass, field
 
 import numpy as np
 
-from mbrl.envs import episode_limit
-from mbrl.envs.make import alive_bonus
-from mbrl.tools.plotting import Reference, Run, Setting, load_run, plot_curves, sample_std
+from mbrl.tools.figures import plot_curves
+from mbrl.tools.plotting import Reference, Run, Setting, load_run
 from mbrl.tools.seed_speed import speed_lines
+from mbrl.tools.seed_tables import (
+    RETURN,
+    STILL_TOLERANCE,
+    cells,
+    paired,
+    paired_overall,
+    paired_text,
+    smoothed_table,
+    step_table,
+)
+from mbrl.tools.stats import CONFIDENCE, RESAMPLES, SMOOTH_WINDOW
 
-STILL_TOLERANCE = 0.05  # |return - bonus x length| <= 5 % of bonus x length
-RETURN, LENGTH = "eval/return_mean", "eval/episode_length_mean"
 REPORT_FILES = ("summary.md", "summary.json", "curves.png", "curves.svg", "metrics.tar.gz")
 
 
-@dataclass
-class Cell:
-    """One variant at one evaluated step: the seeds' returns and stand-still flags."""
-
-    returns: list[float] = field(default_factory=list)
-    still: list[bool] = field(default_factory=list)
-
-    @property
-    def n(self) -> int:
-        return len(self.returns)
-
-    @property
-    def mean(self) -> float:
-        return float(np.mean(self.returns))
-
-    @property
-    def std(self) -> float:
-        """The sample standard deviation over seeds (ddof 1; 0 for one seed)."""
-        return sample_std(self.returns)
-
-
-def stands_still(ret: float, length: float, limit: int, bonus: float | None) -> bool:
-    """An evaluation whose episodes all ran to the limit for about the alive bonus alone."""
-    if bonus is None or length < limit:
-        return False
-    return abs(ret - bonus * length) <= STILL_TOLERANCE * bonus * length
-
-
-def _env_of(run: Run) -> tuple[int, float | None]:
-    """(episode limit, alive bonus) of the run's env, from its config.yaml."""
-    name, version = str(run.config["env.name"]), run.config.get("env.version")
-    steps = run.config.get("env.max_episode_steps")
-    ver = None if version is None else str(version)
-    limit = episode_limit(name, ver, None if steps is None else int(str(steps)))
-    return limit, alive_bonus(name, ver)
+def tables(settings: list[Setting], reference: Reference | None = None) -> str:
+    """The report's tables in markdown, each after a line that says what its cells are."""
+    ci = f"[{CONFIDENCE:.0%} bootstrap interval of the mean] (n)"
+    still = (
+        "; how many of those evaluations were *full-length* (every episode ran the env's "
+        f"limit) and how many stood *still* (full-length, for a return within "
+        f"{STILL_TOLERANCE:.0%} of the alive bonus times that length)"
+    )
+    counted = any(c.counts() is not None for s in settings for c in cells(s.runs).values())
+    parts = [
+        f"Evaluation return per step: mean ± sample std over the seeds that reached it {ci}"
+        + (still if counted else "")
+        + ".",
+        step_table(settings),
+        f"Smoothed, to sit beside a published curve that was smoothed (compare it with these "
+        f"columns, not with the raw ones above): each seed's mean over its last {SMOOTH_WINDOW} "
+        f"evaluations after the random steps (fewer at the first {SMOOTH_WINDOW - 1}), then "
+        f"mean ± std over seeds {ci}; the published column is that curve's mean ± std.",
+        smoothed_table(settings, reference),
+    ]
+    if len(settings) > 1:
+        parts += [
+            "Paired by seed, each variant minus the first: per step, the differences over the "
+            f"seeds both evaluated there after the random steps, mean ± std {ci}.",
+            paired_text(settings),
+        ]
+    parts.append(
+        f"Intervals: percentile bootstrap (scipy.stats.bootstrap, {RESAMPLES:,} resamples); few "
+        "seeds make it narrow (at n=3 it stays within the seeds' extremes): read it with n."
+    )
+    return "\n\n".join(parts)
 
 
-def cells(runs: list[Run]) -> dict[int, Cell]:
-    """Evaluated step -> the cell of these runs (the seeds of one variant)."""
-    out: dict[int, Cell] = {}
-    for run in runs:
-        limit, bonus = _env_of(run)
-        for row in run.rows:
-            if row.get(RETURN) is None:
-                continue
-            cell = out.setdefault(int(row["step"]), Cell())
-            cell.returns.append(float(row[RETURN]))
-            cell.still.append(stands_still(row[RETURN], row.get(LENGTH, 0.0), limit, bonus))
-    return dict(sorted(out.items()))
+def _json(settings: list[Setting]) -> dict[str, object]:
+    """summary.json's numbers: per variant and step (and per pair of variants)."""
+    data: dict[str, object] = {}
+    for s in settings:
+        per: dict[str, object] = {}
+        for step, c in cells(s.runs).items():
+            entry = c.summary().as_dict()
+            counts, smooth = c.counts(), c.smoothed()
+            if counts is not None:
+                entry.update(full=counts[0], still=counts[1])
+            if smooth is not None:
+                entry["smoothed"] = smooth.as_dict()
+            per[str(step)] = entry
+        data[s.label] = per
+    pairs = {
+        label: {str(k): d.as_dict() for k, d in diffs.items()}
+        for label, diffs in paired(settings).items()
+    }
+    for label, found in paired_overall(settings).items():
+        if found is not None:
+            pairs[label]["overall"] = found[0].as_dict() | {"first": found[1], "last": found[2]}
+    return {"variants": data, "paired": pairs}
 
 
-def _cell_text(cell: Cell | None) -> str:
-    if cell is None or cell.n == 0:
-        return ""
-    return f"{cell.mean:.0f} ± {cell.std:.0f} (n={cell.n}, still {sum(cell.still)})"
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "es" if word.endswith("s") else "s")
 
 
-def table(settings: list[Setting], reference: Reference | None = None) -> str:
-    """A markdown table: a row per evaluated step, a column per variant (and the reference,
-    its mean ± std at the same step, when given)."""
-    per = [cells(s.runs) for s in settings]
-    steps = sorted({k for c in per for k in c})
-    head = ["env steps", *(s.label for s in settings)]
-    if reference is not None:
-        head.append(f"{reference.label} (published)")
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for step in steps:
-        row = [f"{step:,}", *(_cell_text(c.get(step)) for c in per)]
-        if reference is not None:
-            row.append(_reference_text(reference, step))
-        lines.append("| " + " | ".join(row) + " |")
-    return "\n".join(lines)
-
-
-def _reference_text(ref: Reference, step: int) -> str:
-    """The reference at ``step`` (interpolated; its points lie a few steps off a round
-    number, e.g. 6019, so a step up to 50 before its first point takes that point)."""
-    if step < ref.steps[0] - 50 or step > ref.steps[-1]:
-        return ""
-    mean, std = np.interp(step, ref.steps, ref.mean), np.interp(step, ref.steps, ref.std)
-    return f"{mean:.0f} ± {std:.0f}"
+def _rates(inv: dict[str, object]) -> tuple[int, int, float, float]:
+    """(runs that advanced, env steps they advanced, wall seconds, the median run's env steps
+    per second of its own time)."""
+    runs = inv["runs"]
+    assert isinstance(runs, dict)
+    done = [(r["after"] - r["before"], r["seconds"]) for r in runs.values() if r["seconds"]]
+    each = float(np.median([d / s for d, s in done])) if done else 0.0
+    wall = float(str(inv["end"])) - float(str(inv["start"]))
+    return len(done), sum(d for d, _ in done), wall, each
 
 
 def throughput(invocations: list[dict[str, object]]) -> list[str]:
@@ -115,15 +108,10 @@ def throughput(invocations: list[dict[str, object]]) -> list[str]:
     advanced per second of its wall time together, and per process (median)."""
     lines = []
     for i, inv in enumerate(invocations, start=1):
-        runs = inv["runs"]
-        assert isinstance(runs, dict)
-        wall = float(str(inv["end"])) - float(str(inv["start"]))
-        done = [(r["after"] - r["before"], r["seconds"]) for r in runs.values() if r["seconds"]]
-        total = sum(d for d, _ in done)
-        each = float(np.median([d / s for d, s in done])) if done else 0.0
+        runs, total, wall, each = _rates(inv)
         lines.append(
-            f"invocation {i}: {inv['procs']} processes on {inv['device']}, "
-            f"{len(done)} runs, {total:,} env steps in {wall:,.0f} s: "
+            f"invocation {i}: {_plural(int(str(inv['procs'])), 'process')} on {inv['device']}, "
+            f"{_plural(runs, 'run')}, {total:,} env steps in {wall:,.0f} s: "
             f"{total / max(wall, 1e-9):,.1f} env steps/s together, "
             f"{each:,.1f} per process (median)"
         )
@@ -131,12 +119,13 @@ def throughput(invocations: list[dict[str, object]]) -> list[str]:
 
 
 def solo_rate(invocations: list[dict[str, object]]) -> str:
-    """The rate of one process alone, from an invocation with one process, if any."""
-    alone = [inv for inv in invocations if inv["procs"] == 1]
+    """The rate of one process alone: the median run's rate in the last invocation that ran
+    one process at a time, if any."""
+    alone = [i for i, inv in enumerate(invocations, start=1) if inv["procs"] == 1]
     if not alone:
         return "one process alone: not measured (an invocation with --procs 1 measures it)"
-    lines = throughput(alone)
-    return "one process alone: " + lines[-1].split(": ", 1)[1]
+    each = _rates(invocations[alone[-1] - 1])[3]
+    return f"one process alone: {each:,.1f} env steps/s (invocation {alone[-1]}'s median run)"
 
 
 def write_report(
@@ -146,36 +135,19 @@ def write_report(
     reference: Reference | None,
     header: str,
 ) -> list[str]:
-    """summary.md, summary.json, curves.png/.svg and metrics.tar.gz in ``out``, each written
-    whole to a temporary name first (a report killed half-way leaves the previous one)."""
+    """metrics.tar.gz, summary.md, summary.json and curves.png/.svg in ``out``, each written
+    whole to a temporary name first (a report killed half-way leaves the previous one); the
+    runs' metrics first, what a short-lived machine must bring back whatever follows."""
     os.makedirs(out, exist_ok=True)
-    md = "\n\n".join(
-        [
-            header,
-            table(settings, reference),
-            "Cells: mean ± sample std of the evaluation return over the seeds that reached "
-            f"the step (n), and how many of those evaluations stood still (mean episode "
-            f"length at the env's limit, return within {STILL_TOLERANCE:.0%} of the alive "
-            "bonus times that length).",
-            "\n".join(
-                [*throughput(invocations), solo_rate(invocations), *speed_lines(invocations)]
-            ),
-        ]
-    )
+    written = [bundle(out, [r for s in settings for r in s.runs])]
+    speed = "\n".join([*throughput(invocations), solo_rate(invocations), *speed_lines(invocations)])
+    md = "\n\n".join([header, tables(settings, reference), speed])
     _atomic_text(os.path.join(out, "summary.md"), md + "\n")
-    data = {
-        s.label: {
-            str(step): {"mean": c.mean, "std": c.std, "n": c.n, "still": sum(c.still)}
-            for step, c in cells(s.runs).items()
-        }
-        for s in settings
-    }
-    summary = {"variants": data, "invocations": invocations}
+    summary = _json(settings) | {"invocations": invocations}
     _atomic_text(os.path.join(out, "summary.json"), json.dumps(summary, indent=1) + "\n")
-    written = [os.path.join(out, "summary.md"), os.path.join(out, "summary.json")]
+    written += [os.path.join(out, "summary.md"), os.path.join(out, "summary.json")]
     if any(s.runs for s in settings):
         written += plot_curves(settings, os.path.join(out, "curves.png"), RETURN, reference)
-    written.append(bundle(out, [r for s in settings for r in s.runs]))
     return written
 
 

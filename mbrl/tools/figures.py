@@ -1,0 +1,138 @@
+"""The figures of ``scripts/plot.py`` and ``scripts/seeds.py``: learning curves (a mean and a
+±std band over seeds per setting, beside a published curve) and time-per-phase bars."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from mbrl.envs import env_spec
+from mbrl.tools.plotting import Reference, Run, Setting
+
+# What a reader calls a metric on an axis (others keep their key).
+AXIS_LABELS = {"eval/return_mean": "evaluation return (mean of its episodes)"}
+# One line style and marker per setting, so that settings whose curves coincide (paired seeds
+# share their first steps) stay visible: a dashed line over a solid one, hollow markers.
+STYLES = (("-", "o"), ("--", "s"), ("-.", "^"), (":", "D"), ((0, (5, 1, 1, 1)), "v"))
+
+
+def band(curves: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, ...]:
+    """Steps, mean, sample std (ddof 1; 0 where one seed) and n over the seeds that reached each
+    step: a run that stopped earlier leaves the steps after its last point (not carried on)."""
+    grid = np.unique(np.concatenate([c[0] for c in curves]))
+    inside = np.stack([(grid >= st[0]) & (grid <= st[-1]) for st, _ in curves])
+    ys = np.stack([np.interp(grid, st, v) for st, v in curves]) * inside
+    n = inside.sum(0)
+    mean = ys.sum(0) / n
+    var = (((ys - mean) * inside) ** 2).sum(0) / np.maximum(n - 1, 1)
+    return grid, mean, np.sqrt(var), n
+
+
+def env_name(runs: list[Run]) -> str:
+    """The gymnasium ids of the runs' envs (``Hopper-v4``), from their configs."""
+    names = []
+    for run in runs:
+        name, version = run.config.get("env.name"), run.config.get("env.version")
+        if name is None:  # (a run folder without its config.yaml)
+            continue
+        try:
+            ver = None if version is None else str(version)
+            names.append(env_spec(str(name)).version(ver).gym_id)
+        except KeyError:  # (an env of a plug-in not loaded here, or no config)
+            names.append(str(name))
+    return ", ".join(dict.fromkeys(names)) or "env not recorded"
+
+
+def _seeds(n: np.ndarray) -> str:
+    low, high = int(n.min()), int(n.max())
+    count = f"{high}" if low == high else f"{low}–{high}"
+    return f"{count} seed{'' if high == 1 else 's'}"
+
+
+def plot_curves(
+    settings: list[Setting],
+    out: str,
+    metric: str = "eval/return_mean",
+    reference: Reference | None = None,
+) -> list[str]:
+    """``draw_curves`` on a figure of its own, written to ``out`` as PNG and SVG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    draw_curves(ax, settings, metric, reference)
+    fig.tight_layout()
+    return _save(fig, out)
+
+
+def draw_curves(
+    ax: Any, settings: list[Setting], metric: str, reference: Reference | None = None
+) -> None:
+    """Per setting its mean over seeds and a ±std band (the legend says so, with n), and a
+    reference curve over the runs' range of steps; titled with the env and the steps the runs
+    reached. Each setting has its own line style and marker, later ones drawn on top."""
+    runs = [run for s in settings for run in s.runs]
+    last = max((float(run.curve(metric)[0].max(initial=0)) for run in runs), default=0.0)
+    if reference is not None:
+        keep = reference.steps <= last + 1000
+        x, m, sd = reference.steps[keep], reference.mean[keep], reference.std[keep]
+        label = f"{reference.label}, published: mean ± std over its seeds"
+        ax.plot(x, m, color="k", ls=(0, (1, 1)), lw=2, label=label, zorder=2)
+        ax.fill_between(x, m - sd, m + sd, alpha=0.10, color="k", lw=0, zorder=1)
+    for i, s in enumerate(settings):
+        curves = [c for c in (run.curve(metric) for run in s.runs) if len(c[0])]
+        if not curves:
+            continue
+        grid, mean, std, n = band(curves)
+        ls, marker = STYLES[i % len(STYLES)]
+        label = f"{s.label}: mean ± std over {_seeds(n)}"
+        (line,) = ax.plot(grid, mean, ls=ls, marker=marker, ms=4, mfc="none", lw=1.6,
+                          label=label, zorder=3 + i)  # fmt: skip
+        ax.fill_between(grid, mean - std, mean + std, alpha=0.15, color=line.get_color(), lw=0)
+    ax.set_title(f"{env_name(runs)}: {len(runs)} runs, up to {last:,.0f} env steps", fontsize=10)
+    ax.set_xlabel("env steps")
+    ax.set_ylabel(AXIS_LABELS.get(metric, metric))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+
+
+def plot_phases(settings: list[Setting], out: str) -> list[str]:
+    """Stacked bars: seconds per phase (``time/*``), mean over the runs of each setting."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    per = [
+        {
+            k: float(np.mean([r.phase_seconds().get(k, 0.0) for r in s.runs]))
+            for k in {k for r in s.runs for k in r.phase_seconds()}
+        }
+        for s in settings
+    ]
+    phases = sorted({k for p in per for k in p}, key=lambda k: -sum(p.get(k, 0.0) for p in per))
+    fig, ax = plt.subplots(figsize=(7, 0.6 * len(settings) + 2.6))
+    left = np.zeros(len(settings))
+    for phase in phases:
+        widths = np.array([p.get(phase, 0.0) for p in per])
+        ax.barh([s.label for s in settings], widths, left=left, label=phase)
+        left += widths
+    ax.set_xlabel("seconds (sum of time/* over the run)")
+    ax.legend(fontsize=8, ncol=5, loc="upper center", bbox_to_anchor=(0.5, -0.28))
+    fig.tight_layout()
+    return _save(fig, out)
+
+
+def _save(fig: object, out: str) -> list[str]:
+    base, _ = os.path.splitext(out)
+    paths = [f"{base}.png", f"{base}.svg"]
+    for p in paths:
+        fig.savefig(p, dpi=120)  # type: ignore[attr-defined]
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)  # type: ignore[arg-type]
+    return paths

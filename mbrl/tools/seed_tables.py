@@ -1,0 +1,226 @@
+"""The tables of ``scripts/seeds.py``'s report and of ``scripts/plot.py --per-step``: per
+variant and evaluated env step, the evaluation return over seeds (mean ± std, bootstrap
+interval, n) with its stand-still counts; the same smoothed, beside a published curve; and the
+paired differences between variants by seed (the statistics: stats.py).
+
+Stand-still counts, for envs where a body can stand still: the env ends an episode when it
+falls (its spec's termination function is not ``never``) and pays an alive bonus (Hopper,
+Walker2d, Ant, Humanoid; not Pendulum, which never ends an episode, nor InvertedPendulum,
+whose full episodes are its success). Two rules: *full-length*, an evaluation whose episodes
+all ran the env's limit; *still*, one of those whose return is within ``STILL_TOLERANCE`` of
+the alive bonus times that length (a body upright without moving; one creeping forward earns
+more and is full-length only).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import numpy as np
+
+from mbrl.envs import env_spec, episode_limit, termination
+from mbrl.envs.make import alive_bonus
+from mbrl.tools.plotting import Reference, Run, Setting
+from mbrl.tools.stats import Summary, paired_difference, summarize, trailing_mean
+
+STILL_TOLERANCE = 0.05  # |return - bonus x length| <= 5 % of bonus x length
+RETURN, LENGTH = "eval/return_mean", "eval/episode_length_mean"
+
+
+@dataclass
+class Evaluation:
+    """One run's evaluation at one step."""
+
+    seed: int | None
+    ret: float
+    smoothed: float | None  # trailing mean of the run's evaluations after its random steps
+    full: bool | None  # every episode ran the env's limit (None: the env cannot stand still)
+    still: bool | None  # full, for about the alive bonus alone
+
+
+@dataclass
+class Cell:
+    """One variant at one evaluated step: its seeds' evaluations."""
+
+    evals: list[Evaluation] = field(default_factory=list)
+
+    @property
+    def n(self) -> int:
+        return len(self.evals)
+
+    def summary(self) -> Summary:
+        return summarize([e.ret for e in self.evals])
+
+    def smoothed(self) -> Summary | None:
+        values = [e.smoothed for e in self.evals if e.smoothed is not None]
+        return summarize(values) if values else None
+
+    def counts(self) -> tuple[int, int] | None:
+        """(full-length, still) evaluations; None where the env cannot stand still."""
+        if any(e.full is None for e in self.evals):
+            return None
+        return sum(bool(e.full) for e in self.evals), sum(bool(e.still) for e in self.evals)
+
+
+def stands_still(ret: float, length: float, limit: int, bonus: float) -> bool:
+    """An evaluation whose episodes all ran to the limit for about the alive bonus alone."""
+    return length >= limit and abs(ret - bonus * length) <= STILL_TOLERANCE * bonus * length
+
+
+@lru_cache
+def _rule(name: str, version: str | None, steps: int | None) -> tuple[int, float] | None:
+    """(episode limit, alive bonus) of an env where a body can stand still, else None."""
+    if env_spec(name).termination_fn is termination.never:
+        return None
+    bonus = alive_bonus(name, version)
+    return None if bonus is None else (episode_limit(name, version, steps), bonus)
+
+
+def _run_rule(run: Run) -> tuple[int, float] | None:
+    """The stand-still rule of the run's env (None: no env in its config, or one whose
+    plug-in is not loaded here, so no counts rather than a wrong one)."""
+    name, version = run.config.get("env.name"), run.config.get("env.version")
+    steps = run.config.get("env.max_episode_steps")
+    if name is None:
+        return None
+    limit = None if steps is None else int(str(steps))
+    try:
+        return _rule(str(name), None if version is None else str(version), limit)
+    except KeyError:
+        return None
+
+
+def evaluations(run: Run) -> dict[int, Evaluation]:
+    """Evaluated step -> the run's evaluation there (the last row of a step logged twice)."""
+    rule, seed = _run_rule(run), run.config.get("seed")
+    init = int(str(run.config.get("algorithm.init_steps", 0)))
+    rows = {int(r["step"]): r for r in run.rows if r.get(RETURN) is not None}
+    learning = [step for step in sorted(rows) if step > init]
+    smooth = dict(zip(learning, trailing_mean([rows[k][RETURN] for k in learning]), strict=True))
+    out = {}
+    for step in sorted(rows):
+        ret, length = float(rows[step][RETURN]), float(rows[step].get(LENGTH, 0.0))
+        full = None if rule is None else length >= rule[0]
+        still = None if rule is None else stands_still(ret, length, *rule)
+        s = None if seed is None else int(str(seed))
+        out[step] = Evaluation(s, ret, smooth.get(step), full, still)
+    return out
+
+
+def cells(runs: list[Run]) -> dict[int, Cell]:
+    """Evaluated step -> the cell of these runs (the seeds of one variant)."""
+    out: dict[int, Cell] = {}
+    for run in runs:
+        for step, ev in evaluations(run).items():
+            out.setdefault(step, Cell()).evals.append(ev)
+    return dict(sorted(out.items()))
+
+
+def _cell_text(cell: Cell | None) -> str:
+    if cell is None or cell.n == 0:
+        return ""
+    counts = cell.counts()
+    more = "" if counts is None else f", full-length {counts[0]}, still {counts[1]}"
+    return cell.summary().text() + more
+
+
+def _markdown(head: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    return "\n".join([*lines, *("| " + " | ".join(r) + " |" for r in rows)])
+
+
+def step_table(settings: list[Setting]) -> str:
+    """A row per evaluated step, a column per variant: the raw evaluations over seeds."""
+    per = [cells(s.runs) for s in settings]
+    steps = sorted({k for c in per for k in c})
+    rows = [[f"{step:,}", *(_cell_text(c.get(step)) for c in per)] for step in steps]
+    return _markdown(["env steps", *(s.label for s in settings)], rows)
+
+
+def smoothed_table(settings: list[Setting], reference: Reference | None) -> str:
+    """Each seed's trailing mean over its evaluations after the random steps, over seeds,
+    beside the reference at the same step."""
+    per = [cells(s.runs) for s in settings]
+    steps = sorted({k for c in per for k, cell in c.items() if cell.smoothed() is not None})
+    head = ["env steps", *(f"{s.label}, smoothed" for s in settings)]
+    if reference is not None:
+        head.append(f"{reference.label} (published)")
+    rows = []
+    for step in steps:
+        smooth = [c[step].smoothed() if step in c else None for c in per]
+        row = [f"{step:,}", *("" if sm is None else sm.text() for sm in smooth)]
+        rows.append(row + ([reference_text(reference, step)] if reference is not None else []))
+    return _markdown(head, rows)
+
+
+def reference_text(ref: Reference, step: int) -> str:
+    """The reference at ``step`` (interpolated; its points lie a few steps off a round
+    number, e.g. 6019, so a step up to 50 before its first point takes that point)."""
+    if step < ref.steps[0] - 50 or step > ref.steps[-1]:
+        return ""
+    mean, std = np.interp(step, ref.steps, ref.mean), np.interp(step, ref.steps, ref.std)
+    return f"{mean:.0f} ± {std:.0f}"
+
+
+def _seed_values(cell: Cell | None) -> dict[int, float]:
+    """seed -> return of the cell's learning evaluations (after the random steps), for the
+    seeds that appear once (a seed twice in one variant cannot be paired)."""
+    evals = [
+        e for e in (cell.evals if cell else []) if e.seed is not None and e.smoothed is not None
+    ]
+    seeds = [e.seed for e in evals]
+    return {e.seed: e.ret for e in evals if e.seed is not None and seeds.count(e.seed) == 1}
+
+
+def paired(settings: list[Setting]) -> dict[str, dict[int, Summary]]:
+    """Per variant after the first, ``label - first label`` -> step -> the paired difference
+    over the seeds both evaluated there after the random steps."""
+    per = [cells(s.runs) for s in settings]
+    out: dict[str, dict[int, Summary]] = {}
+    for s, c in zip(settings[1:], per[1:], strict=True):
+        diffs = {}
+        for step in sorted(set(per[0]) & set(c)):
+            d = paired_difference(_seed_values(per[0].get(step)), _seed_values(c.get(step)))
+            if d is not None:
+                diffs[step] = d
+        out[f"{s.label} − {settings[0].label}"] = diffs
+    return out
+
+
+def paired_overall(settings: list[Setting]) -> dict[str, tuple[Summary, int, int] | None]:
+    """Per variant after the first: each seed's mean difference over the learning steps both
+    of its runs evaluated, summarized over seeds, and the first and last of those steps."""
+    per = [cells(s.runs) for s in settings]
+    out: dict[str, tuple[Summary, int, int] | None] = {}
+    for s, c in zip(settings[1:], per[1:], strict=True):
+        by_seed: dict[int, list[float]] = {}
+        steps = []
+        for step in sorted(set(per[0]) & set(c)):
+            a, b = _seed_values(per[0][step]), _seed_values(c[step])
+            for seed in set(a) & set(b):
+                by_seed.setdefault(seed, []).append(b[seed] - a[seed])
+                steps.append(step)
+        means = [float(np.mean(v)) for v in by_seed.values()]
+        found = (summarize(means), min(steps), max(steps)) if means else None
+        out[f"{s.label} − {settings[0].label}"] = found
+    return out
+
+
+def paired_text(settings: list[Setting]) -> str:
+    """The paired table (a column per variant after the first) and its overall lines."""
+    diffs, overall = paired(settings), paired_overall(settings)
+    steps = sorted({k for d in diffs.values() for k in d})
+    rows = [
+        [f"{step:,}", *(d[step].text(signed=True) if step in d else "" for d in diffs.values())]
+        for step in steps
+    ]
+    lines = [_markdown(["env steps", *diffs], rows)]
+    for label, found in overall.items():
+        if found is not None:
+            summary, first, last = found
+            lines.append(
+                f"{label}, each seed's mean difference over the steps both its runs reached "
+                f"after the random steps ({first:,}–{last:,}): {summary.text(signed=True)}"
+            )
+    return "\n\n".join(lines)

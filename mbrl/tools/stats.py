@@ -1,0 +1,95 @@
+"""Statistics over seeds for the reports (``scripts/seeds.py``, ``scripts/plot.py --per-step``):
+the mean ± sample std with n, a 95 % percentile bootstrap interval of the mean, paired
+differences by seed, and the trailing mean that smooths a curve.
+
+The interval is scipy's (``scipy.stats.bootstrap``, percentile method, a fixed generator so
+that a report written twice reads the same). rliable, the RL community's library for IQM and
+stratified bootstrap intervals, is not used: on one task its stratified bootstrap is this
+percentile bootstrap, and it would bring arch, statsmodels, pandas and seaborn to every
+machine that writes a report (GPU machines without a package index among them). With few
+seeds a percentile bootstrap is narrow (at n=3 it cannot reach past the sample's extremes):
+read every interval with its n.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+CONFIDENCE = 0.95
+RESAMPLES = 10_000
+SMOOTH_WINDOW = 5  # evaluations per trailing mean (one every 1000 steps: 5000 env steps)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Values over seeds: n, mean, sample std (ddof 1; 0 for one value) and the bootstrap
+    interval of the mean (None below two values)."""
+
+    n: int
+    mean: float
+    std: float
+    interval: tuple[float, float] | None
+
+    def text(self, signed: bool = False) -> str:
+        """``379 ± 286 [214, 551] (n=10)``; ``signed`` (a difference): ``-119 ± 212 [-250,
+        +12] (n=10)``."""
+        fmt = "{:+.0f}" if signed else "{:.0f}"
+        head = f"{fmt.format(self.mean)} ± {self.std:.0f}"
+        if self.interval is not None:
+            head += " [{}, {}]".format(*(fmt.format(v) for v in self.interval))
+        return f"{head} (n={self.n})"
+
+    def as_dict(self) -> dict[str, object]:
+        low, high = self.interval or (None, None)
+        return {"n": self.n, "mean": self.mean, "std": self.std, "low": low, "high": high}
+
+
+def bootstrap_interval(
+    values: Sequence[float] | np.ndarray,
+    confidence: float = CONFIDENCE,
+    resamples: int = RESAMPLES,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """The percentile bootstrap interval of the mean of ``values`` (at least two)."""
+    x = np.asarray(values, dtype=float)
+    if x.size < 2:
+        raise ValueError(f"a bootstrap interval needs two values or more, got {x.size}")
+    res = stats.bootstrap(
+        (x,),
+        np.mean,
+        confidence_level=confidence,
+        n_resamples=resamples,
+        method="percentile",
+        rng=np.random.default_rng(seed),
+    )
+    ci = res.confidence_interval
+    return float(ci.low), float(ci.high)
+
+
+def summarize(values: Sequence[float] | np.ndarray) -> Summary:
+    """n, mean, sample std and the bootstrap interval of ``values`` (one per seed)."""
+    x = np.asarray(values, dtype=float)
+    if x.size == 0:
+        raise ValueError("no values to summarize")
+    std = float(np.std(x, ddof=1)) if x.size > 1 else 0.0
+    interval = bootstrap_interval(x) if x.size > 1 else None
+    return Summary(int(x.size), float(x.mean()), std, interval)
+
+
+def paired_difference(a: Mapping[int, float], b: Mapping[int, float]) -> Summary | None:
+    """``b - a`` over the seeds present in both (seed -> value); None when they share none."""
+    common = sorted(set(a) & set(b))
+    return summarize([b[s] - a[s] for s in common]) if common else None
+
+
+def trailing_mean(values: Sequence[float], window: int = SMOOTH_WINDOW) -> list[float]:
+    """Each value replaced by the mean of it and the ``window - 1`` before it (fewer at the
+    start): how a curve is smoothed to sit beside a published curve that was smoothed."""
+    if window < 1:
+        raise ValueError(f"window {window}: give 1 or more")
+    x = np.asarray(values, dtype=float)
+    return [float(x[max(0, i - window + 1) : i + 1].mean()) for i in range(x.size)]

@@ -1,0 +1,156 @@
+"""The seeds report on a committed metrics bundle (five GPU seeds per model on Hopper-v4),
+checked against numbers computed here from the runs' metrics.jsonl; where stand-still counts
+apply; the throughput lines; the curves figure."""
+
+from __future__ import annotations
+
+import json
+import os
+import tarfile
+
+import numpy as np
+import pytest
+
+from mbrl.tools.figures import draw_curves
+from mbrl.tools.plotting import Run, load_reference
+from mbrl.tools.seed_report import load_settings, solo_rate, throughput, write_report
+from mbrl.tools.seed_tables import _rule, cells
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BUNDLE = os.path.join(ROOT, "docs", "gpu", "2026-11-26-h200", "seeds", "metrics.tar.gz")
+REFERENCE = os.path.join(ROOT, "docs", "reference", "mbpo_hopper.csv")
+MODELS = ("gaussian", "flow")
+
+
+@pytest.fixture(scope="module")
+def campaign(tmp_path_factory: pytest.TempPathFactory) -> str:
+    out = str(tmp_path_factory.mktemp("bundle"))
+    with tarfile.open(BUNDLE) as tar:
+        tar.extractall(out, filter="data")
+    return out
+
+
+def _evals(path: str) -> dict[int, tuple[float, float]]:
+    """step -> (return, mean episode length), read here from the run's metrics.jsonl."""
+    with open(os.path.join(path, "metrics.jsonl"), encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    return {
+        r["step"]: (r["eval/return_mean"], r["eval/episode_length_mean"])
+        for r in rows
+        if r.get("eval/return_mean") is not None
+    }
+
+
+def test_the_report_matches_the_runs(campaign: str, tmp_path: str) -> None:
+    paths = {m: [os.path.join(campaign, "runs", f"model-{m}", f"seed_{s}") for s in range(5)]
+             for m in MODELS}  # fmt: skip
+    settings = load_settings([(f"model={m}", paths[m]) for m in MODELS])
+    write_report(str(tmp_path), settings, [], load_reference(REFERENCE), "# bundle")
+    with open(os.path.join(tmp_path, "summary.json"), encoding="utf-8") as f:
+        report = json.load(f)
+    runs = {m: [_evals(p) for p in paths[m]] for m in MODELS}
+    for m in MODELS:
+        cells_ = report["variants"][f"model={m}"]
+        for step in (6000, 7000, 8000):
+            at = [r[step] for r in runs[m] if step in r]
+            ret = [v for v, _ in at]
+            cell = cells_[str(step)]
+            assert (cell["n"], cell["mean"]) == (len(ret), pytest.approx(np.mean(ret)))
+            assert cell["std"] == pytest.approx(np.std(ret, ddof=1))
+            assert cell["low"] <= cell["mean"] <= cell["high"]
+            # Hopper-v4: limit 1000, alive bonus 1
+            assert cell["full"] == sum(length == 1000 for _, length in at)
+            assert cell["still"] == sum(length == 1000 and abs(v - 1000) <= 50 for v, length in at)
+            # smoothed: each seed's mean over its last five evaluations after step 5000
+            smooth = [np.mean([r[k][0] for k in r if step - 5000 < k <= step and k > 5000])
+                      for r in runs[m] if step in r]  # fmt: skip
+            assert cell["smoothed"]["mean"] == pytest.approx(np.mean(smooth))
+    pairs = report["paired"]["model=flow − model=gaussian"]
+    gauss, flow = runs["gaussian"], runs["flow"]
+    per_seed = []
+    for s in range(5):
+        common = sorted(k for k in set(gauss[s]) & set(flow[s]) if k > 5000)
+        per_seed.append(np.mean([flow[s][k][0] - gauss[s][k][0] for k in common]))
+    for step in (6000, 7000, 8000):
+        d = [flow[s][step][0] - gauss[s][step][0] for s in range(5) if step in flow[s]]
+        assert (pairs[str(step)]["n"], pairs[str(step)]["mean"]) == (
+            len(d),
+            pytest.approx(np.mean(d)),
+        )
+    assert pairs["overall"]["mean"] == pytest.approx(np.mean(per_seed))
+    assert (pairs["overall"]["first"], pairs["overall"]["last"]) == (6000, 8000)
+    assert "5000" not in pairs  # (the random steps: identical by pairing, not compared)
+    with open(os.path.join(tmp_path, "summary.md"), encoding="utf-8") as f:
+        md = f.read()
+    assert (
+        "| env steps | model=gaussian, smoothed | model=flow, smoothed | mbpo_hopper (published) |"
+        in md
+    )
+    assert "full-length" in md and os.path.getsize(os.path.join(tmp_path, "curves.png")) > 1000
+
+
+def test_stand_still_counts_only_where_a_body_can_stand_still() -> None:
+    """Hopper and Humanoid end an episode when the body falls and pay an alive bonus;
+    Pendulum and HalfCheetah never end one (their spec's termination is ``never``);
+    InvertedPendulum ends them but its full episodes are its success, not an alive bonus."""
+    assert _rule("hopper", "v4", None) == (1000, 1.0)
+    assert _rule("humanoid", None, 400) == (400, 5.0)
+    for name in ("pendulum", "halfcheetah", "inverted_pendulum"):
+        assert _rule(name, None, None) is None, name
+    config = {"env.name": "hopper", "env.version": "v4", "seed": 0, "algorithm.init_steps": 5000}
+    rows = [  # standing; creeping forward (1000 steps, 5.1 % above the alive bonus); falling
+        {"step": 6000, "eval/return_mean": 1021.0, "eval/episode_length_mean": 1000.0},
+        {"step": 7000, "eval/return_mean": 1051.0, "eval/episode_length_mean": 1000.0},
+        {"step": 8000, "eval/return_mean": 300.0, "eval/episode_length_mean": 150.0},
+    ]
+    per = cells([Run("hopper_run", config, rows)])
+    assert [per[k].counts() for k in (6000, 7000, 8000)] == [(1, 1), (1, 0), (0, 0)]
+    assert per[8000].smoothed().mean == pytest.approx((1021 + 1051 + 300) / 3)  # type: ignore[union-attr]
+    pendulum = {"env.name": "pendulum", "seed": 0, "algorithm.init_steps": 1000}
+    assert cells([Run("p", pendulum, rows)])[6000].counts() is None
+    unknown = {"env.name": "an_env_of_an_unloaded_plugin", "seed": 0}  # (and no config at all)
+    for config in (unknown, {}):
+        assert cells([Run("u", config, rows)])[6000].counts() is None
+
+
+def test_throughput_lines_say_process_and_run_in_the_singular() -> None:
+    one = {"start": 0.0, "end": 600.0, "procs": 1, "device": "cpu",
+           "runs": {"a": {"before": 0, "after": 1000, "seconds": 500.0}}}  # fmt: skip
+    two = {"start": 0.0, "end": 100.0, "procs": 2, "device": "cpu",
+           "runs": {"a": {"before": 0, "after": 300, "seconds": 100.0},
+                    "b": {"before": 0, "after": 500, "seconds": 100.0}}}  # fmt: skip
+    lines = throughput([one, two])
+    assert lines == [
+        "invocation 1: 1 process on cpu, 1 run, 1,000 env steps in 600 s: 1.7 env steps/s "
+        "together, 2.0 per process (median)",
+        "invocation 2: 2 processes on cpu, 2 runs, 800 env steps in 100 s: 8.0 env steps/s "
+        "together, 4.0 per process (median)",
+    ]
+    assert solo_rate([one, two]) == "one process alone: 2.0 env steps/s (invocation 1's median run)"
+    assert "not measured" in solo_rate([two])
+
+
+def test_the_curves_figure_names_env_band_and_axis(campaign: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    paths = [(f"model={m}", [os.path.join(campaign, "runs", f"model-{m}", f"seed_{s}")
+                             for s in range(5)]) for m in MODELS]  # fmt: skip
+    fig, ax = plt.subplots()
+    draw_curves(ax, load_settings(paths), "eval/return_mean", load_reference(REFERENCE))
+    last = max(max(_evals(p)) for _, ps in paths for p in ps)
+    assert ax.get_title() == f"Hopper-v4: 10 runs, up to {last:,} env steps"
+    assert ax.get_ylabel().startswith("evaluation return")
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend[1:] == [
+        "model=gaussian: mean ± std over 5 seeds",
+        "model=flow: mean ± std over 5 seeds",
+    ]
+    assert legend[0].startswith("mbpo_hopper, published: mean ± std")
+    gauss, flow = ax.lines[1], ax.lines[2]  # their first 5000 steps coincide (paired seeds)
+    assert np.allclose(gauss.get_ydata()[:5], flow.get_ydata()[:5])
+    assert gauss.get_linestyle() != flow.get_linestyle() and gauss.get_marker() != flow.get_marker()
+    assert flow.get_zorder() > gauss.get_zorder() and flow.get_markerfacecolor() == "none"
+    plt.close(fig)

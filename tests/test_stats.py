@@ -1,0 +1,84 @@
+"""The reports' statistics against numbers computed here: the bootstrap by hand with the same
+generator, cases whose interval is known exactly, and a t interval from scipy.stats.t."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from mbrl.tools.stats import (
+    CONFIDENCE,
+    RESAMPLES,
+    bootstrap_interval,
+    paired_difference,
+    summarize,
+    trailing_mean,
+)
+
+
+def test_the_percentile_bootstrap_is_the_one_done_by_hand() -> None:
+    """Resample indices drawn from the same generator, the mean of each resample, then the
+    2.5 % and 97.5 % quantiles of those means."""
+    x = np.array([224.0, 345.0, 261.0, 1148.0, 266.0, 393.0, 252.0])
+    rng = np.random.default_rng(0)
+    means = x[rng.integers(0, x.size, (RESAMPLES, x.size))].mean(axis=1)
+    alpha = (1 - CONFIDENCE) / 2
+    low, high = np.quantile(means, [alpha, 1 - alpha])
+    assert bootstrap_interval(x) == pytest.approx((low, high), rel=1e-12)
+    assert bootstrap_interval(x, seed=1) != bootstrap_interval(x)  # (the generator matters)
+
+
+def test_intervals_known_exactly() -> None:
+    # Every resample of a constant sample has its mean: a zero-width interval there.
+    assert bootstrap_interval([1000.0] * 5) == (1000.0, 1000.0)
+    # Two values: resample means 0, 0.5, 1 with probabilities 1/4, 1/2, 1/4, so the 2.5 % and
+    # 97.5 % quantiles of 10 000 of them are 0 and 1.
+    assert bootstrap_interval([0.0, 1.0]) == (0.0, 1.0)
+    with pytest.raises(ValueError, match="two values or more, got 1"):
+        bootstrap_interval([3.0])
+
+
+def test_a_large_sample_gives_the_t_interval() -> None:
+    """n=400: the percentile bootstrap of the mean is within a few % of mean ± t s / sqrt(n)."""
+    x = np.random.default_rng(7).normal(300.0, 100.0, 400)
+    half = stats.t.ppf(0.975, x.size - 1) * x.std(ddof=1) / np.sqrt(x.size)
+    low, high = bootstrap_interval(x)
+    assert low == pytest.approx(x.mean() - half, abs=0.1 * half)
+    assert high == pytest.approx(x.mean() + half, abs=0.1 * half)
+    assert (high - low) == pytest.approx(2 * half, rel=0.05)
+
+
+def test_summary_of_seeds() -> None:
+    values = [1.0, 2.0, 4.0]
+    s = summarize(values)
+    assert (s.n, s.mean, s.std) == (3, pytest.approx(7 / 3), pytest.approx(np.std(values, ddof=1)))
+    assert s.interval == bootstrap_interval(values)
+    one = summarize([5.0])
+    assert (one.n, one.mean, one.std, one.interval) == (1, 5.0, 0.0, None)
+    assert one.text() == "5 ± 0 (n=1)"
+    assert summarize([0.0, 1.0]).text() == "0 ± 1 [0, 1] (n=2)"
+    with pytest.raises(ValueError, match="no values"):
+        summarize([])
+
+
+def test_paired_differences_use_the_seeds_in_both() -> None:
+    a = {0: 100.0, 1: 200.0, 2: 300.0}
+    b = {1: 150.0, 2: 420.0, 3: 999.0}  # seed 0 only in a, seed 3 only in b
+    d = paired_difference(a, b)
+    assert d is not None
+    assert (d.n, d.mean) == (2, pytest.approx(((150 - 200) + (420 - 300)) / 2))
+    assert d.std == pytest.approx(np.std([-50.0, 120.0], ddof=1))
+    assert d.interval == bootstrap_interval([-50.0, 120.0])
+    assert d.text(signed=True) == "+35 ± 120 [-50, +120] (n=2)"
+    assert paired_difference({0: 1.0}, {1: 2.0}) is None
+
+
+def test_trailing_mean() -> None:
+    values = [10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 1000.0]
+    expected = [np.mean(values[max(0, i - 4) : i + 1]) for i in range(len(values))]
+    assert trailing_mean(values) == pytest.approx(expected)
+    assert trailing_mean(values)[-1] == pytest.approx((30 + 40 + 50 + 60 + 1000) / 5)
+    assert trailing_mean(values, window=1) == values
+    with pytest.raises(ValueError, match="window 0"):
+        trailing_mean(values, window=0)
