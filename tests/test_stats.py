@@ -29,6 +29,22 @@ def test_the_percentile_bootstrap_is_the_one_done_by_hand() -> None:
     assert bootstrap_interval(x, seed=1) != bootstrap_interval(x)  # (the generator matters)
 
 
+def test_the_bootstrap_is_scipys() -> None:
+    """The same interval as scipy.stats.bootstrap's percentile method with the same generator
+    (the report computes it in numpy: it must not need scipy)."""
+    x = np.array([379.0, 189.0, 1004.0, 512.0, 97.0, 640.0])
+    res = stats.bootstrap(
+        (x,),
+        np.mean,
+        confidence_level=CONFIDENCE,
+        n_resamples=RESAMPLES,
+        method="percentile",
+        rng=np.random.default_rng(3),
+    )
+    ci = res.confidence_interval
+    assert bootstrap_interval(x, seed=3) == pytest.approx((ci.low, ci.high), rel=1e-12)
+
+
 def test_intervals_known_exactly() -> None:
     # Every resample of a constant sample has its mean: a zero-width interval there.
     assert bootstrap_interval([1000.0] * 5) == (1000.0, 1000.0)

@@ -58,7 +58,7 @@ def tables(settings: list[Setting], reference: Reference | None = None) -> str:
             paired_text(settings),
         ]
     parts.append(
-        f"Intervals: percentile bootstrap (scipy.stats.bootstrap, {RESAMPLES:,} resamples); few "
+        f"Intervals: percentile bootstrap of the mean ({RESAMPLES:,} resamples); few "
         "seeds make it narrow (at n=3 it stays within the seeds' extremes): read it with n."
     )
     return "\n\n".join(parts)
