@@ -13,6 +13,7 @@ from hydra.core.config_store import ConfigStore
 
 from mbrl.envs import termination
 from mbrl.envs.termination import TerminationFn
+from mbrl.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,8 @@ def _mujoco(name: str, v5: tuple[tuple[str, object], ...] = (), **v4: EnvVersion
     return (("v5", EnvVersion(f"{name}-v5", v5)), ("v4", v4.get("v4", EnvVersion(f"{name}-v4"))))
 
 
-ENVS: dict[str, EnvSpec] = {}  # env=<name> -> its spec (register_env)
+# env=<name> -> its spec (register_env); an unknown name is a KeyError, as a dict's
+ENVS: Registry[EnvSpec] = Registry("env", "an env", KeyError)
 
 
 def register_env(
@@ -78,8 +80,7 @@ def register_env(
     """Make ``env=<name>`` a choice: the env's ``termination_fn`` and ``versions`` (the first
     is the default), its run length, and each algorithm's settings for it (``mbpo=...``: the
     config keys, nested, that ``algorithm=mbpo`` takes on this env)."""
-    spec = EnvSpec(termination_fn, versions, total_steps, about, settings)
-    ENVS[name] = spec
+    spec = ENVS.register(name, EnvSpec(termination_fn, versions, total_steps, about, settings))
     store = ConfigStore.instance()
     env_node = {"env": {"name": name}, "total_steps": total_steps}
     store.store(group="env", name=name, node=env_node, package="_global_")
@@ -127,10 +128,7 @@ def small_mbpo(init_steps: int) -> dict[str, Any]:
 
 def env_spec(name: str) -> EnvSpec:
     """Look up an environment by its short name, with an error that lists the known ones."""
-    try:
-        return ENVS[name]
-    except KeyError:
-        raise KeyError(f"unknown env {name!r}; allowed: {', '.join(sorted(ENVS))}") from None
+    return ENVS.lookup(name)
 
 
 SMALL_SAC = {"algorithm": {"init_steps": 1000}}  # model-free SAC on a small env: 1000 random steps
