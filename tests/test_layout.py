@@ -47,6 +47,14 @@ def test_no_library_file_over_300_lines() -> None:
     assert not long, long
 
 
+def test_no_file_name_twice_in_scripts_and_the_library() -> None:
+    """A script and the library module it runs have different names (scripts/probe.py runs
+    mbrl/tools/probing.py), so that a name finds one file."""
+    scripts = {n for n in os.listdir(os.path.join(ROOT, "scripts")) if n.endswith(".py")}
+    library = {os.path.basename(p) for p in _modules().values()}
+    assert not scripts & library, sorted(scripts & library)
+
+
 def test_no_import_cycles() -> None:
     known = _modules()
     graph = {m: _imports(p, known) - {m} for m, p in known.items()}
