@@ -1,10 +1,13 @@
-"""Every config key and its default: the one place defaults are stated.
+"""Every config key and its default, except those stated where they belong: a model's or
+agent's own keys (a subclass beside its class: mbrl/models/*.py, mbrl/agents/sac.py), a flow's
+architecture (flows/defaults.py, read here) and what an env changes (its run length, each
+algorithm's settings on it: mbrl/envs/specs.py).
 
 ``Config`` is registered with hydra as ``flowmbpo``; ``conf/config.yaml`` only picks the
 config groups, whose files set what differs from these defaults. ``mbrl.runtime.validate``
 checks every value once at start-up. Components receive only their own sub-config
-(``SAC(..., cfg.agent)``). ``docs/config.md`` is generated from this file
-(``python scripts/config_table.py``).
+(``SAC(..., cfg.agent)``). ``docs/config.md`` is generated from these dataclasses, the
+models' and agents' and the envs' (``python scripts/config_table.py``).
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""Write docs/config.md, the table of every config key, its default and its meaning, from
-mbrl/config.py: ``python scripts/config_table.py`` (``--check``: exit 1 if it is stale)."""
+"""Write docs/config.md, the table of every config key, its default and its meaning (from the
+config dataclasses), and of every env and its settings (mbrl/envs/specs.py):
+``python scripts/config_table.py`` (``--check``: exit 1 if it is stale)."""
 
 from __future__ import annotations
 

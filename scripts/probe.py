@@ -19,7 +19,7 @@ import torch
 
 from mbrl.evaluator import EVAL_SEED
 from mbrl.tools.eval_checkpoint import EvaluateError, load_run
-from mbrl.tools.probe import probe
+from mbrl.tools.probing import probe
 
 
 def main() -> int:

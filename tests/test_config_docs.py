@@ -9,6 +9,8 @@ import re
 
 import pytest
 import yaml
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig, OmegaConf
 
 from mbrl.envs import ENVS
 from mbrl.tools.config_reference import (
@@ -34,6 +36,7 @@ def test_docs_config_md_is_generated_from_the_dataclasses() -> None:
 
 def test_every_key_has_a_meaning_in_the_reference() -> None:
     keys, envs = markdown().split("\n## Environments")
+    envs = envs.split("\n## ")[0]  # (the table of envs, not the settings per env after it)
     rows = [line for line in keys.splitlines() if line.startswith("| `")]
     named = [line.split("`")[1] for line in envs.splitlines() if line.startswith("| `")]
     assert named == ["env=", *ENVS]  # (the header, then a row per registered env)
@@ -41,6 +44,34 @@ def test_every_key_has_a_meaning_in_the_reference() -> None:
     own += sum(len(agent_rows(c)) for c in builtin_agents().values())
     assert len(rows) == len(defaults()) + own
     assert not [r for r in rows if r.endswith("|  |")], "a config field without a comment"
+
+
+def test_the_settings_per_env_are_what_a_run_on_the_env_gets() -> None:
+    """Each cell of docs/config.md's settings per env is the value the composed config holds
+    with that algorithm on that env (hydra, as scripts/train.py composes it)."""
+    text = markdown().split("\n## Settings per env")[1]
+    checked = 0
+    for block in text.split("\n### `algorithm=")[1:]:
+        algorithm = block.split("`")[0]
+        lines = block.splitlines()
+        envs = [cell.strip("|` ") for cell in lines[2].split(" | ")[1:]]  # (the header)
+        rows = [line.split(" | ") for line in lines if line.startswith("| `")]
+        for env in envs:
+            cfg = _composed(f"algorithm={algorithm}", f"env={env}")
+            for row in rows:
+                key, value = row[0].strip("|` "), row[1 + envs.index(env)].strip("| ")
+                if value:
+                    assert OmegaConf.select(cfg, key) == yaml.safe_load(value), (env, key)
+                    checked += 1
+    registered = [_leaves(v, "") for spec in ENVS.values() for v in spec.settings.values()]
+    assert checked == sum(map(len, registered))  # every setting of every env is in the table
+
+
+def _composed(*overrides: str) -> DictConfig:
+    with initialize_config_dir(
+        config_dir=os.path.abspath(os.path.join(ROOT, "conf")), version_base=None
+    ):
+        return compose("config", overrides=list(overrides))
 
 
 def _yaml_value(text: str) -> object:

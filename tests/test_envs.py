@@ -9,7 +9,16 @@ import sys
 import numpy as np
 import pytest
 
-from mbrl.envs import ENVS, env_dims, env_spec, get_env_state, make_env, set_env_state
+from mbrl.envs import (
+    ENVS,
+    RolloutSchedule,
+    env_dims,
+    env_spec,
+    get_env_state,
+    make_env,
+    mbpo_settings,
+    set_env_state,
+)
 
 TRAIN = os.path.join(os.path.dirname(__file__), "..", "scripts", "train.py")
 
@@ -37,6 +46,20 @@ def test_actions_are_rescaled_to_unit_box() -> None:
     env = make_env("pendulum")  # Pendulum's own bounds are ±2
     assert env.action_space.low.tolist() == [-1.0] and env.action_space.high.tolist() == [1.0]
     assert env_dims(env) == (3, 1)
+
+
+def test_an_envs_settings_are_given_by_name() -> None:
+    """MBPO's row for an env names each value: no bare tuple of numbers whose order decides."""
+    schedule = RolloutSchedule(min_epoch=20, max_epoch=150, min_length=1, max_length=15)
+    with pytest.raises(TypeError):
+        RolloutSchedule(20, 150, 1, 15)  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        mbpo_settings(20, -1, schedule)  # type: ignore[misc]
+    row = mbpo_settings(updates_per_step=20, target_entropy=-1, schedule=schedule, retain_epochs=5)
+    assert row["rollout"] == {
+        "min_epoch": 20, "max_epoch": 150, "min_length": 1, "max_length": 15, "retain_epochs": 5
+    }  # fmt: skip
+    assert row["algorithm"]["updates_per_step"] == 20 and "mbpo" not in row  # (freq: default)
 
 
 def test_unknown_env_lists_the_known_ones() -> None:

@@ -1,4 +1,4 @@
-"""The library's shape: small files, no import cycles, flows/ on its own."""
+"""The library's shape: small files and functions, no import cycles, flows/ on its own."""
 
 from __future__ import annotations
 
@@ -7,6 +7,9 @@ import os
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 PACKAGES = ("mbrl", "flows")
+# The size bounds, and why these numbers: docs/layout.md (Size).
+FILE_LINES = 400  # a file's lines, at most (STYLE.md: files <~ 400)
+FUNCTION_LINES = 80  # a function's lines, decorators and docstring included, at most
 
 
 def _modules() -> dict[str, str]:
@@ -37,14 +40,57 @@ def _imports(path: str, known: dict[str, str]) -> set[str]:
     return found
 
 
-def test_no_library_file_over_300_lines() -> None:
+def _code_files() -> list[str]:
+    """The library's modules and the scripts."""
+    scripts = os.path.join(ROOT, "scripts")
+    mine = [os.path.join(scripts, n) for n in sorted(os.listdir(scripts)) if n.endswith(".py")]
+    return [*_modules().values(), *mine]
+
+
+def test_no_file_over_the_file_bound() -> None:
     long = {}
-    for path in _modules().values():
+    for path in _code_files():
         with open(path, encoding="utf-8") as f:
             n = sum(1 for _ in f)
-        if n > 300:
+        if n > FILE_LINES:
             long[os.path.relpath(path, ROOT)] = n
-    assert not long, long
+    assert not long, f"over {FILE_LINES} lines: {long}"
+
+
+def _function_lines(source: str) -> dict[str, int]:
+    """``name:line`` -> lines, for every function and method of ``source`` (nested ones too),
+    from its first decorator to its last line."""
+    out = {}
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+            out[f"{node.name}:{node.lineno}"] = (node.end_lineno or node.lineno) - start + 1
+    return out
+
+
+def test_function_lines_count_from_the_decorator_to_the_last_line() -> None:
+    source = (
+        '@dec\ndef f(\n    x,\n):\n    """doc"""\n\n    def g():\n        return 1\n    return x\n'
+    )
+    assert _function_lines(source) == {"f:2": 9, "g:7": 2}
+
+
+def test_no_function_over_the_function_bound() -> None:
+    long = {}
+    for path in _code_files():
+        with open(path, encoding="utf-8") as f:
+            found = _function_lines(f.read())
+        rel = os.path.relpath(path, ROOT)
+        long |= {f"{rel}:{k}": n for k, n in found.items() if n > FUNCTION_LINES}
+    assert not long, f"over {FUNCTION_LINES} lines: {long}"
+
+
+def test_no_file_name_twice_in_scripts_and_the_library() -> None:
+    """A script and the library module it runs have different names (scripts/probe.py runs
+    mbrl/tools/probing.py), so that a name finds one file."""
+    scripts = {n for n in os.listdir(os.path.join(ROOT, "scripts")) if n.endswith(".py")}
+    library = {os.path.basename(p) for p in _modules().values()}
+    assert not scripts & library, sorted(scripts & library)
 
 
 def test_no_import_cycles() -> None:
@@ -76,8 +122,9 @@ def test_no_import_cycles() -> None:
 # The layers, lowest first (docs/layout.md): a module imports from its own layer or lower
 # ones, never from a higher one (function-level imports included).
 LAYERS = (
-    ("base", ("flows", "mbrl", "mbrl.config", "mbrl.collectives", "mbrl.compiled", "mbrl.seeding",
-              "mbrl.staging", "mbrl.schedule", "mbrl.buffer", "mbrl.optim", "mbrl.envs")),
+    ("base", ("flows", "mbrl", "mbrl.config", "mbrl.registry", "mbrl.collectives",
+              "mbrl.compiled", "mbrl.seeding", "mbrl.staging", "mbrl.schedule", "mbrl.buffer",
+              "mbrl.optim", "mbrl.envs")),
     ("algorithm", ("mbrl.models", "mbrl.agents", "mbrl.rollout", "mbrl.rewarder",
                    "mbrl.collector", "mbrl.evaluator", "mbrl.model_side", "mbrl.mbpo")),
     ("runtime", ("mbrl.runtime",)),

@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from mbrl.tools.probe import Episodes, first_halves, soft_returns
+from mbrl.tools.probing import Episodes, first_halves, soft_returns
 from mbrl.trainer import Trainer
 
 from test_trainer import tiny_config

@@ -13,37 +13,32 @@ import dataclasses
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
-from hydra.utils import get_class
 
 from mbrl.config import AgentConfig, ConfigError
+from mbrl.registry import Registry, target_class
 
-AGENTS: dict[str, type[AgentConfig]] = {}  # agent=<name> -> its config (register_agent)
+AGENTS: Registry[type[AgentConfig]] = Registry("agent", "an agent")  # its config (register_agent)
 
 
 def register_agent(name: str, config: type[AgentConfig]) -> None:
     """Make ``agent=<name>`` select ``config`` (its defaults, its ``_target_`` class)."""
     if not (isinstance(config, type) and issubclass(config, AgentConfig)):
         raise TypeError(f"register_agent({name!r}, {config!r}): need an AgentConfig subclass")
-    AGENTS[name] = config
+    AGENTS.register(name, config)
     ConfigStore.instance().store(group="agent", name=name, node=config)
 
 
 def agent_config(name: str, **values: Any) -> AgentConfig:
     """The config ``agent=<name>`` selects, with ``values`` set (a ConfigError for a name
     no agent registered)."""
-    if name not in AGENTS:
-        raise ConfigError(f"agent={name!r} is not an agent; choose one of: {', '.join(AGENTS)}")
-    return AGENTS[name](**values)
+    return AGENTS.lookup(name)(**values)
 
 
 def agent_class(target: str) -> type[Any]:
     """The class ``agent._target_`` names (:class:`~mbrl.agents.sac.SAC` or a subclass of
     it); a ConfigError when it cannot be imported or has no ``config`` (an AgentConfig
     subclass: its keys)."""
-    try:
-        cls = get_class(target)
-    except Exception as err:  # (hydra wraps import errors of every kind)
-        raise ConfigError(f"agent._target_={target!r} cannot be imported: {err}") from None
+    cls = target_class("agent", target)
     config = getattr(cls, "config", None)
     if not (isinstance(config, type) and issubclass(config, AgentConfig)):
         raise ConfigError(

@@ -26,7 +26,7 @@ from mbrl.compiled import GraphedStep, tf32_matmuls
 
 
 class BatchSource(Protocol):
-    """Where SAC's batches come from (``mbrl.mbpo.MBPO`` / ``ModelFree``)."""
+    """Where SAC's batches come from (``mbrl.model_side``: ``ModelSide`` / ``ModelFree``)."""
 
     def batch(self, batch_size: int, gen: torch.Generator) -> dict[str, Tensor]: ...
 

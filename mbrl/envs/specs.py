@@ -6,13 +6,14 @@ that env (docs/model.md: adding an env)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
 
 from mbrl.envs import termination
 from mbrl.envs.termination import TerminationFn
+from mbrl.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -64,22 +65,24 @@ def _mujoco(name: str, v5: tuple[tuple[str, object], ...] = (), **v4: EnvVersion
     return (("v5", EnvVersion(f"{name}-v5", v5)), ("v4", v4.get("v4", EnvVersion(f"{name}-v4"))))
 
 
-ENVS: dict[str, EnvSpec] = {}  # env=<name> -> its spec (register_env)
+# env=<name> -> its spec (register_env); an unknown name is a KeyError, as a dict's
+ENVS: Registry[EnvSpec] = Registry("env", "an env", KeyError)
 
 
 def register_env(
     name: str,
     termination_fn: TerminationFn,
     versions: tuple[tuple[str, EnvVersion], ...],
+    *,
     total_steps: int,
     about: str = "",
     **settings: dict[str, Any],
 ) -> EnvSpec:
     """Make ``env=<name>`` a choice: the env's ``termination_fn`` and ``versions`` (the first
-    is the default), its run length, and each algorithm's settings for it (``mbpo=...``: the
-    config keys, nested, that ``algorithm=mbpo`` takes on this env)."""
-    spec = EnvSpec(termination_fn, versions, total_steps, about, settings)
-    ENVS[name] = spec
+    is the default), its run length ``total_steps``, the docs' note ``about`` it, and each
+    algorithm's settings for it (``mbpo=mbpo_settings(...)``: the config keys, nested, that
+    ``algorithm=mbpo`` takes on this env)."""
+    spec = ENVS.register(name, EnvSpec(termination_fn, versions, total_steps, about, settings))
     store = ConfigStore.instance()
     env_node = {"env": {"name": name}, "total_steps": total_steps}
     store.store(group="env", name=name, node=env_node, package="_global_")
@@ -90,63 +93,96 @@ def register_env(
     return spec
 
 
+@dataclass(frozen=True, kw_only=True)
+class RolloutSchedule:
+    """MBPO's rollout length schedule (the config's ``rollout.*`` keys of the same names):
+    ``min_length`` up to epoch ``min_epoch``, then linear to ``max_length`` at ``max_epoch``,
+    epochs counted after the random steps (mbrl/schedule.py)."""
+
+    min_epoch: int
+    max_epoch: int
+    min_length: int
+    max_length: int
+
+
 def mbpo_settings(
+    *,
     updates_per_step: int,
     target_entropy: float,
-    schedule: tuple[int, int, int, int],
-    **more: dict[str, Any],
+    schedule: RolloutSchedule,
+    model_train_freq: int | None = None,
+    retain_epochs: int | None = None,
 ) -> dict[str, Any]:
-    """MBPO's row for one env (``examples/config/<env>.py``): SAC updates per env step, the
-    target entropy, the rollout schedule [min_epoch, max_epoch, min_length, max_length]
-    (epochs counted after the random steps), and ``more`` keys by section. The 5000 initial
-    random steps are ``examples/development/base.py``'s. docs/fidelity.md lists each value."""
-    rollout = dict(
-        zip(("min_epoch", "max_epoch", "min_length", "max_length"), schedule, strict=True)
-    )
+    """MBPO's row for one env (``examples/config/<env>.py``) as config keys: SAC updates per
+    env step, the target entropy, the rollout schedule, and where the env's config sets them,
+    env steps between model fits and epochs of rollouts kept (None: the config's default).
+    The 5000 initial random steps are ``examples/development/base.py``'s. docs/fidelity.md
+    lists each value."""
     out: dict[str, Any] = {
         "algorithm": {"init_steps": 5000, "updates_per_step": updates_per_step},
         "agent": {"target_entropy": target_entropy},
-        "rollout": rollout | more.pop("rollout", {}),
+        "rollout": asdict(schedule),
     }
-    return out | more
+    if retain_epochs is not None:
+        out["rollout"]["retain_epochs"] = retain_epochs
+    if model_train_freq is not None:
+        out["mbpo"] = {"model_train_freq": model_train_freq}
+    return out
 
 
 def small_mbpo(init_steps: int) -> dict[str, Any]:
     """Small MBPO settings that learn in minutes on a CPU (not MBPO's): a model phase every
     250 steps, 10 SAC updates per step, 10% real rows, 10k rollouts of fixed length 5, fits
     capped at 30 epochs (an epoch cap, not a time cap: runs stay reproducible)."""
+    fixed = RolloutSchedule(min_epoch=0, max_epoch=0, min_length=5, max_length=5)
     return {
         "algorithm": {"init_steps": init_steps, "updates_per_step": 10},
         "model": {"max_epochs": 30},
         "mbpo": {"model_train_freq": 250, "real_ratio": 0.1, "epoch_length": 1000},
-        "rollout": {
-            "min_epoch": 0, "max_epoch": 0, "min_length": 5, "max_length": 5, "batch_size": 10000
-        },
-    }  # fmt: skip
+        "rollout": asdict(fixed) | {"batch_size": 10000},
+    }
 
 
 def env_spec(name: str) -> EnvSpec:
     """Look up an environment by its short name, with an error that lists the known ones."""
-    try:
-        return ENVS[name]
-    except KeyError:
-        raise KeyError(f"unknown env {name!r}; allowed: {', '.join(sorted(ENVS))}") from None
+    return ENVS.lookup(name)
 
 
 SMALL_SAC = {"algorithm": {"init_steps": 1000}}  # model-free SAC on a small env: 1000 random steps
 
 register_env(
-    "hopper", termination.hopper, _mujoco("Hopper"), 125_000,
-    mbpo=mbpo_settings(20, -1, (20, 150, 1, 15)),
-)  # fmt: skip
+    "hopper",
+    termination.hopper,
+    _mujoco("Hopper"),
+    total_steps=125_000,
+    mbpo=mbpo_settings(
+        updates_per_step=20,
+        target_entropy=-1,
+        schedule=RolloutSchedule(min_epoch=20, max_epoch=150, min_length=1, max_length=15),
+    ),
+)
 register_env(
-    "walker2d", termination.walker2d, _mujoco("Walker2d"), 300_000,
-    mbpo=mbpo_settings(20, -3, (20, 150, 1, 1)),
-)  # fmt: skip
+    "walker2d",
+    termination.walker2d,
+    _mujoco("Walker2d"),
+    total_steps=300_000,
+    mbpo=mbpo_settings(
+        updates_per_step=20,
+        target_entropy=-3,
+        schedule=RolloutSchedule(min_epoch=20, max_epoch=150, min_length=1, max_length=1),
+    ),
+)
 register_env(
-    "halfcheetah", termination.never, _mujoco("HalfCheetah"), 400_000,
-    mbpo=mbpo_settings(40, -3, (20, 150, 1, 1)),
-)  # fmt: skip
+    "halfcheetah",
+    termination.never,
+    _mujoco("HalfCheetah"),
+    total_steps=400_000,
+    mbpo=mbpo_settings(
+        updates_per_step=40,
+        target_entropy=-3,
+        schedule=RolloutSchedule(min_epoch=20, max_epoch=150, min_length=1, max_length=1),
+    ),
+)
 # Ant and Humanoid use MBPO's truncated observations (27 and 45 dims: qpos[2:], qvel): the
 # contact forces and inertia terms are omitted, as in MBPO's AntTruncatedObs /
 # HumanoidTruncatedObs. v5 has flags for them; Humanoid-v4 has none, so its observation is
@@ -159,9 +195,13 @@ register_env(
         (("include_cfrc_ext_in_observation", False),),
         v4=EnvVersion("Ant-v4", (("use_contact_forces", False),)),
     ),
-    300_000,
-    "MBPO's truncated observation (no contact forces)",
-    mbpo=mbpo_settings(20, -4, (20, 100, 1, 25)),
+    total_steps=300_000,
+    about="MBPO's truncated observation (no contact forces)",
+    mbpo=mbpo_settings(
+        updates_per_step=20,
+        target_entropy=-4,
+        schedule=RolloutSchedule(min_epoch=20, max_epoch=100, min_length=1, max_length=25),
+    ),
 )
 register_env(
     "humanoid",
@@ -176,19 +216,33 @@ register_env(
         ),
         v4=EnvVersion("Humanoid-v4", obs_dims=45),
     ),
-    300_000,
-    "MBPO's truncated observation (qpos[2:], qvel)",
+    total_steps=300_000,
+    about="MBPO's truncated observation (qpos[2:], qvel)",
     # examples/config/humanoid/0.py on master, whose schedule ends at 25 since commit 7ffb5e4
     # (the Gaussian ensemble's width, 400, is in conf/model_env/gaussian_humanoid.yaml)
     mbpo=mbpo_settings(
-        20, -2, (20, 300, 1, 25), mbpo={"model_train_freq": 1000}, rollout={"retain_epochs": 5}
+        updates_per_step=20,
+        target_entropy=-2,
+        schedule=RolloutSchedule(min_epoch=20, max_epoch=300, min_length=1, max_length=25),
+        model_train_freq=1000,
+        retain_epochs=5,
     ),
 )
 register_env(
-    "inverted_pendulum", termination.inverted_pendulum, _mujoco("InvertedPendulum"), 15_000,
-    "a run takes minutes on a CPU", mbpo=small_mbpo(500), sac=SMALL_SAC,
-)  # fmt: skip
+    "inverted_pendulum",
+    termination.inverted_pendulum,
+    _mujoco("InvertedPendulum"),
+    total_steps=15_000,
+    about="a run takes minutes on a CPU",
+    mbpo=small_mbpo(500),
+    sac=SMALL_SAC,
+)
 register_env(
-    "pendulum", termination.never, (("v1", EnvVersion("Pendulum-v1")),), 15_000,
-    "200-step episodes; a run takes minutes on a CPU", mbpo=small_mbpo(1000), sac=SMALL_SAC,
-)  # fmt: skip
+    "pendulum",
+    termination.never,
+    (("v1", EnvVersion("Pendulum-v1")),),
+    total_steps=15_000,
+    about="200-step episodes; a run takes minutes on a CPU",
+    mbpo=small_mbpo(1000),
+    sac=SMALL_SAC,
+)

@@ -4,18 +4,15 @@ a hydra choice); :func:`build_model` builds the one a config names."""
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hydra.core.config_store import ConfigStore
-from hydra.utils import get_class
 from torch import nn
 
-if TYPE_CHECKING:
-    from mbrl.config import ModelConfig
-# (mbrl.config is imported where it is used: its default model config imports the flow's
-# file, which imports this one.)
+from mbrl.config import ConfigError, ModelConfig
+from mbrl.registry import Registry, target_class
 
-MODELS: dict[str, type[ModelConfig]] = {}  # model=<name> -> its config (register_model)
+MODELS: Registry[type[ModelConfig]] = Registry("model", "a model")  # its config (register_model)
 # What a model class states besides its methods (mbrl.models.protocol.WorldModel)
 CLASS_ATTRIBUTES = {
     "config": "its config dataclass, a ModelConfig subclass",
@@ -26,28 +23,21 @@ CLASS_ATTRIBUTES = {
 
 def register_model(name: str, config: type[ModelConfig]) -> None:
     """Make ``model=<name>`` select ``config`` (its defaults, its ``_target_`` class)."""
-    MODELS[name] = config
+    if not (isinstance(config, type) and issubclass(config, ModelConfig)):
+        raise TypeError(f"register_model({name!r}, {config!r}): need a ModelConfig subclass")
+    MODELS.register(name, config)
     ConfigStore.instance().store(group="model", name=name, node=config)
 
 
 def model_config(name: str, **values: Any) -> ModelConfig:
     """The config ``model=<name>`` selects, with ``values`` set (a ConfigError for a name
     no model registered)."""
-    from mbrl.config import ConfigError
-
-    if name not in MODELS:
-        raise ConfigError(f"model={name!r} is not a model; choose one of: {', '.join(MODELS)}")
-    return MODELS[name](**values)
+    return MODELS.lookup(name)(**values)
 
 
 def model_class(target: str) -> type[nn.Module]:
     """The class ``model._target_`` names; a ConfigError when it cannot be imported."""
-    from mbrl.config import ConfigError, ModelConfig
-
-    try:
-        cls = get_class(target)
-    except Exception as err:  # (hydra wraps import errors of every kind)
-        raise ConfigError(f"model._target_={target!r} cannot be imported: {err}") from None
+    cls = target_class("model", target)
     config = getattr(cls, "config", None)
     has = {k: hasattr(cls, k) for k in CLASS_ATTRIBUTES}
     has["config"] = isinstance(config, type) and issubclass(config, ModelConfig)

@@ -1,2 +1,2 @@
 """Tools for the user beside the algorithm: profiling mode, plots, the seeds runner's runs and
-report, evaluating saved runs, the config reference (benchmarks: ``mbrl/bench/``)."""
+report, evaluating and probing saved runs, the config reference (benchmarks: ``mbrl/bench/``)."""
