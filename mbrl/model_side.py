@@ -52,14 +52,8 @@ class ModelFree:
         """Whether SAC's batches can be drawn (D_env has rows)."""
         return self.real.offered > 0
 
-    def model_phase(
-        self,
-        env_steps: int,
-        gen: torch.Generator,
-        timer: Phases,
-        stop: Callable[[], bool] | None = None,
-        status: Status = quiet,
-    ) -> dict[str, Any] | None:
+    def model_phase(self, *args: Any, **kwargs: Any) -> dict[str, Any] | None:
+        """(Never due: see :meth:`model_phase_due`.)"""
         raise RuntimeError("model-free SAC has no model phase")
 
     def warm_up(self) -> dict[str, Compiled]:
