@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import os
@@ -9,6 +10,8 @@ import os
 import pytest
 import torch
 
+from mbrl.envs.vector import make_vector_env
+from mbrl.mbpo import MBPO, Step
 from mbrl.model_side import ModelSide
 from mbrl.runtime.checkpoint import load
 from mbrl.trainer import Trainer
@@ -152,3 +155,59 @@ def test_bench_times_a_trained_agent_both_ways(tmp_path: str) -> None:
     assert set(rates) == {"flush", "keep"} and all(r > 0 for r in rates.values())
     for key, value in trainer.algo.agent.actor.state_dict().items():
         assert torch.equal(value, before[key]), "the timed copies must not train the agent"
+
+
+def _algo(cfg):  # type: ignore[no-untyped-def]
+    envs = make_vector_env(cfg.env.name, 1, "sync", cfg.env.max_episode_steps)
+    return MBPO(cfg, envs, torch.device("cpu"))
+
+
+def test_the_algorithm_object_alone_resumes_from_its_state_dict() -> None:
+    """MBPO without a trainer: stepped to 250 steps (two model phases, SAC updates from step
+    100), its state_dict() loaded into a fresh object, and both stepped on to 320: the same
+    weights, buffers, pool, counters and last metrics as an object stepped uninterrupted."""
+    cfg = mbpo_config(total_steps=320)
+    first, whole = _algo(cfg), _algo(cfg)
+    for algo in (first, whole):
+        while algo.env_steps < 250:
+            algo.step()
+    phases = 0
+    resumed = _algo(cfg)
+    resumed.load_state_dict(copy.deepcopy(first.state_dict()))
+    first.close()
+    last: dict[str, Step] = {}
+    for name, algo in (("resumed", resumed), ("whole", whole)):
+        while algo.env_steps < 320:
+            step = algo.step()
+            phases += step.model is not None
+            last[name] = step
+        assert algo.updates == (320 - 100) * 2
+    assert phases == 2  # (the model phase at step 300, once per object)
+    a, b = resumed.state_dict(), whole.state_dict()
+    for key in ("agent", "algorithm"):
+        flat_a, flat_b = _flat(a[key]), _flat(b[key])
+        assert flat_a.keys() == flat_b.keys()
+        for k, v in flat_a.items():
+            assert torch.equal(v, flat_b[k]) if isinstance(v, torch.Tensor) else v == flat_b[k], k
+    # The buffers' rows, oldest first (a loaded ring is stored compacted: its write position
+    # differs, its rows do not).
+    for name, buffer in whole.buffers().items():
+        rows_a, rows_b = resumed.buffers()[name].rows(), buffer.rows()
+        assert rows_b["obs"].shape[0] > 0, name
+        assert all(torch.equal(rows_a[k], rows_b[k]) for k in rows_b), name
+    sac_a, sac_b = last["resumed"].sac, last["whole"].sac
+    assert sac_a is not None and sac_b is not None
+    assert all(torch.equal(sac_a[k], sac_b[k]) for k in sac_b)
+    for algo in (resumed, whole):
+        algo.close()
+
+
+def _flat(obj: object, prefix: str = "") -> dict[str, object]:
+    if isinstance(obj, dict):
+        out: dict[str, object] = {}
+        for k, v in obj.items():
+            out.update(_flat(v, f"{prefix}{k}."))
+        return out
+    if isinstance(obj, list | tuple):
+        return _flat(dict(enumerate(obj)), prefix)
+    return {prefix: obj}
