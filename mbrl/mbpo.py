@@ -117,6 +117,7 @@ class MBPO:
             tf32=s.tf32,
         )
         self.updates = 0  # SAC updates so far (all ranks)
+        self._refill = False  # resumed from a checkpoint without the model pool: refill it
 
     def _model_side(self, obs_dim: int, act_dim: int) -> ModelSide | ModelFree:
         """Where SAC's batches come from: MBPO's model side, or the real buffer alone."""
@@ -145,7 +146,11 @@ class MBPO:
         model fit after an epoch, ``status`` hears what the model phase is doing."""
         timer = timer or Untimed()
         n, out = self.collector.step_size, Step()
-        if self.model_side.model_phase_due(self.env_steps, n):
+        due = self.model_side.model_phase_due(self.env_steps, n)
+        if self._refill and not due:  # (a model phase refills the pool anyway)
+            self.model_side.refill(self.env_steps, self.gens["train"], timer, status)
+        self._refill = False
+        if due:
             out.model_step = self.env_steps
             out.model = self.model_side.model_phase(
                 self.env_steps, self.gens["train"], timer, stop, status
@@ -221,13 +226,15 @@ class MBPO:
             "algorithm": self.model_side.state_dict(),
         }
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self, pool: bool = True) -> dict[str, Any]:
         """Everything a resumed run needs: :meth:`shared_state` and this rank's own part
-        (:data:`OWN`: buffers, env copies, generators, the acting copy)."""
+        (:data:`OWN`: buffers, env copies, generators, the acting copy). ``pool=False``: all
+        but the model pool (``checkpoint.pool=false``; a resume refills it, not bit-exact)."""
+        buffers = {k: b for k, b in self.buffers().items() if pool or k != "model"}
         return {
             **self.shared_state(),
             "acting": self.acting.state_dict(),
-            "buffers": {name: b.state_dict() for name, b in self.buffers().items()},
+            "buffers": {name: b.state_dict() for name, b in buffers.items()},
             "collector": self.collector.state_dict(),
             "rng": rng_state(self.gens),
         }
@@ -238,9 +245,15 @@ class MBPO:
         own = state if own is None else own
         self.agent.load_state_dict(state["agent"])
         self.acting.load_state_dict(own["acting"])
+        saved = own["buffers"]
         for name, buffer in self.buffers().items():
-            buffer.load_state_dict(own["buffers"][name])
+            if name in saved or name != "model":  # (only the model pool may be left out)
+                buffer.load_state_dict(saved[name])
         self.model_side.load_state_dict(state["algorithm"])
+        # A checkpoint without the pool (checkpoint.pool=false): refilled at the next step.
+        self._refill = "model" not in saved and self.model_side.pool_ready
+        if self._refill:
+            self.model_side.pool_ready = False  # (until then, batches from D_env alone)
         self.collector.load_state_dict(own["collector"])
         set_rng_state(own["rng"], self.gens)
         self.updates = state["updates"]

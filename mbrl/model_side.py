@@ -44,6 +44,7 @@ class ModelFree:
     def __init__(self, real: ReplayBuffer) -> None:
         self.real = real
         self.fits = 0  # (no model: never fitted)
+        self.pool_ready = False  # (no model pool)
 
     def model_phase_due(self, env_steps: int, step_size: int) -> bool:
         return False
@@ -55,6 +56,9 @@ class ModelFree:
     def model_phase(self, *args: Any, **kwargs: Any) -> dict[str, Any] | None:
         """(Never due: see :meth:`model_phase_due`.)"""
         raise RuntimeError("model-free SAC has no model phase")
+
+    def refill(self, *args: Any, **kwargs: Any) -> None:
+        """(No model pool to refill.)"""
 
     def warm_up(self) -> dict[str, Compiled]:
         return {}  # (nothing of its own to compile)
@@ -189,6 +193,14 @@ class ModelSide:
             with timer.phase("rewarder"):
                 status("rewarder fit")
                 metrics.update(self.rewarder.fit(self.model, data, gen))
+        metrics.update(self._rollouts(env_steps, gen, timer, status))
+        status("")
+        return metrics
+
+    def _rollouts(
+        self, env_steps: int, gen: torch.Generator, timer: Phases, status: Status
+    ) -> dict[str, Any]:
+        """Refill the model pool: rollouts of the scheduled length from real start states."""
         with timer.phase("rollout"):
             # As MBPO: set the length, resize the pool (here: its live window), roll out.
             length = rollout_length(env_steps, self.cfg)
@@ -196,23 +208,32 @@ class ModelSide:
             status(f"rollout: {self.cfg.rollout.batch_size} starts x {length} steps")
             # Only the observations: gathering every field of 100k rows would be wasted copies.
             start = self.real.sample(self.cfg.rollout.batch_size, gen, ("obs",))["obs"]
-            metrics.update(
-                rollout(
-                    self.model,
-                    self.agent,
-                    self.termination_fn,
-                    start,
-                    length,
-                    self.pool,
-                    gen,
-                    self.rewarder,
-                    self.cfg.rewarder,
-                )
+            metrics = rollout(
+                self.model,
+                self.agent,
+                self.termination_fn,
+                start,
+                length,
+                self.pool,
+                gen,
+                self.rewarder,
+                self.cfg.rewarder,
             )
         metrics["rollout/pool_size"] = self.pool.size
         self.pool_ready = bool(self.pool.size > 0)  # sync-ok: once per model phase
-        status("")
         return metrics
+
+    def refill(
+        self, env_steps: int, gen: torch.Generator, timer: Phases, status: Status = quiet
+    ) -> None:
+        """A resumed run whose checkpoint left the model pool out (``checkpoint.pool=false``):
+        one model phase's rollouts from the saved model, of the length the last model phase
+        used. The pool then holds that phase's rows where an uninterrupted run would hold up
+        to ``retain_epochs`` epochs of them, until the next phases add theirs: the run goes on
+        from the same weights, but not bit for bit as it would have."""
+        last_phase = env_steps - env_steps % self.cfg.mbpo.model_train_freq
+        self._rollouts(last_phase, gen, timer, status)
+        status("")
 
     def buffers(self) -> dict[str, ReplayBuffer]:
         """Buffers a checkpoint holds besides the real one."""

@@ -42,7 +42,7 @@ class Run(Protocol):
 
 def state_dict(t: Run, logger_state: dict[str, Any]) -> dict[str, Any] | None:
     """The whole run's state on rank 0 (every rank must call it); None on the others."""
-    algo = t.algo.state_dict()
+    algo = t.algo.state_dict(pool=t.config.checkpoint.pool)
     own = {key: algo.pop(key) for key in OWN}
     parts = collectives.gather_objects(own if t.rank == 0 else _to_cpu(own))
     if parts is None:

@@ -14,6 +14,8 @@ from mbrl.envs.vector import make_vector_env
 from mbrl.mbpo import MBPO, Step
 from mbrl.model_side import ModelSide
 from mbrl.runtime.checkpoint import load
+from mbrl.runtime.disk import checkpoint_sizes
+from mbrl.schedule import rollout_length
 from mbrl.trainer import Trainer
 
 from test_trainer import _comparable, _rows, tiny_config
@@ -115,6 +117,26 @@ def test_mbpo_resume_equals_uninterrupted(tmp_path: str) -> None:
     assert _strip(_rows(full)) == _strip(_rows(split))
 
 
+def test_a_run_without_the_pool_in_its_checkpoints_resumes(tmp_path: str) -> None:
+    """checkpoint.pool=false: last.pt holds no model pool (and the disk estimate counts
+    none); the resumed run refills it and finishes; up to the resume the metrics are the
+    uninterrupted run's."""
+    full, split = os.path.join(tmp_path, "full"), os.path.join(tmp_path, "split")
+    slim = {"checkpoint.pool": False}
+    Trainer(mbpo_config(), full).run()
+    Trainer(mbpo_config(total_steps=200, **slim), split).run()
+    state = load(os.path.join(split, "ckpt", "last.pt"))
+    assert set(state["buffers"]) == {"real"}
+    sizes = [checkpoint_sizes(mbpo_config(**{"checkpoint.pool": p}), 11, 3) for p in (True, False)]
+    assert sizes[1].full < sizes[0].full
+    Trainer(mbpo_config(total_steps=400, resume=split, **slim), split).run()
+    rows = _strip(_rows(split))
+    learner = [r for r in rows if "learner/updates" in r]
+    assert learner[-1]["step"] == 400 and learner[-1]["learner/updates"] == (400 - 100) * 2
+    before = [r for r in _strip(_rows(full)) if r["step"] <= 200]
+    assert rows[: len(before)] == before
+
+
 def _strip(rows: list[dict[str, float]]) -> list[dict[str, float]]:
     """Everything but wall-clock quantities."""
     return [{k: v for k, v in r.items() if k != "model/fit_seconds"} for r in _comparable(rows)]
@@ -211,3 +233,35 @@ def _flat(obj: object, prefix: str = "") -> dict[str, object]:
     if isinstance(obj, list | tuple):
         return _flat(dict(enumerate(obj)), prefix)
     return {prefix: obj}
+
+
+def test_a_state_without_the_pool_refills_it_at_the_next_step() -> None:
+    """checkpoint.pool=false's state: no model pool; the resumed object rolls the saved model
+    out once before its next step's updates (one model phase's rows), then goes on."""
+    cfg = mbpo_config(total_steps=400)
+    algo = _algo(cfg)
+    while algo.env_steps < 250:
+        algo.step()
+    state = algo.state_dict(pool=False)
+    assert set(state["buffers"]) == {"real"} and set(algo.state_dict()["buffers"]) == {
+        "real",
+        "model",
+    }
+    resumed = _algo(cfg)
+    resumed.load_state_dict(copy.deepcopy(state))
+    pool = resumed.model_side.pool
+    assert pool.size == 0 and not resumed.model_side.pool_ready  # (batches: D_env alone)
+    # the same weights go on: the agent's and the model's were loaded
+    for part in ("agent", "algorithm"):
+        saved, loaded = _flat(state[part]), _flat(resumed.state_dict()[part])
+        assert all(torch.equal(v, loaded[k]) for k, v in saved.items() if torch.is_tensor(v))
+    step = resumed.step()
+    # the rollouts of the last model phase (step 200: epoch 1 of 100 steps, length 1 ... 3)
+    length = rollout_length(200, cfg)
+    assert step.model is None and step.sac is not None
+    assert 0 < pool.size <= cfg.rollout.batch_size * length
+    assert resumed.model_side.pool_ready
+    while resumed.env_steps < 320:
+        assert resumed.step().sac is not None
+    for a in (algo, resumed):
+        a.close()

@@ -83,7 +83,8 @@ def checkpoint_sizes(cfg: Config, obs_dim: int, act_dim: int) -> CheckpointSizes
             floats += 3 * _params(Rewarder(obs_dim, act_dim, cfg.rewarder, agent.device).flows)
     slim = 4 * floats + STATE_OVERHEAD
     real = min(cfg.buffer.capacity, run_length(cfg)) * row_bytes(obs_dim, act_dim, False)
-    full = slim + real + pool_rows(cfg) * row_bytes(obs_dim, act_dim, True)
+    pool = pool_rows(cfg) * row_bytes(obs_dim, act_dim, True) if cfg.checkpoint.pool else 0
+    full = slim + real + pool
     evals = -(-run_length(cfg) // cfg.eval.every)  # multiples of eval.every, and the last step
     count = evals if cfg.checkpoint.snapshots else 0
     return CheckpointSizes(full, full if cfg.checkpoint.buffer_in_snapshots else slim, count)
