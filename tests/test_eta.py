@@ -1,16 +1,24 @@
 """The one projection of a run's time (mbrl.runtime.eta.time_left), which the training ETA
 and profile=true's report share: the work the schedule has left, per phase, times seconds per
 unit of work. Model fits grow with the data (rows x epochs); the first fit, from random
-weights, is counted apart from the later ones."""
+weights, is counted apart from the later ones; a later fit takes the later fits' mean
+row-epochs so far, so fewer epochs on more rows. Recorded Hopper runs (CPU and GPU) check the
+estimate against the time they then took."""
 
 from __future__ import annotations
 
+import itertools
+import json
 import os
+import tarfile
+from typing import Any
 
 import pytest
+from omegaconf import OmegaConf
 
 from mbrl.config import Config
 from mbrl.runtime.eta import FitEpochs, RunClock, Work, phases_left, time_left
+from mbrl.runtime.validate import validate
 from mbrl.trainer import Trainer
 
 from test_trainer import tiny_config
@@ -87,7 +95,7 @@ def test_time_left_keeps_the_runs_own_caps() -> None:
     )
 
 
-def _fit(rows: int, epochs: int) -> dict[str, int]:
+def _fit(rows: int, epochs: float) -> dict[str, float]:
     """The metrics of a model phase the estimate reads."""
     return {
         "model/train_rows": rows,
@@ -98,23 +106,41 @@ def _fit(rows: int, epochs: int) -> dict[str, int]:
 
 
 def test_epochs_per_fit_are_measured_the_first_fit_apart() -> None:
-    """The first fit's epochs as it ran; later fits the mean of those so far."""
+    """The first fit's epochs as it ran; a later fit the mean row-epochs of those so far."""
     work = Work()
     assert work.epochs() == FitEpochs(0, 0)
     work.model_phase(_fit(400, 150), rewarder=False)  # the first fit: from random weights
     assert work.epochs() == FitEpochs(150, 150)
     work.model_phase(_fit(600, 10), rewarder=False)
     work.model_phase(_fit(800, 30), rewarder=False)
-    assert work.epochs() == FitEpochs(150, 20.0) and work.later == (2, 40.0)
+    row_epochs = (600 * 10 + 800 * 30) / 2  # a later fit's, whatever its rows
+    epochs = work.epochs()
+    assert epochs.first == 150 and work.later == (2, 40.0)
+    assert epochs.later * epochs.rows == pytest.approx(row_epochs) and epochs.rows == 700
+    assert epochs.later_at(1500, least=7) == pytest.approx(row_epochs / 1500)
+    assert epochs.later_at(10_000, least=7) == 7  # (the early stop's fewest)
     work.model_phase(_fit(960, 36), rewarder=False)
-    assert work.epochs().later == pytest.approx(76 / 3)
+    three = work.epochs()
+    assert three.later * three.rows == pytest.approx((600 * 10 + 800 * 30 + 960 * 36) / 3)
     assert work.done["model"] == 400 * 150 + 600 * 10 + 800 * 30 + 960 * 36
     assert work.done["rollout"] == 4 * 400
 
 
+def test_later_fits_take_the_same_row_epochs_on_more_rows() -> None:
+    """Counted by hand: fewer epochs on more rows, never fewer than patience + 2."""
+    rows = FitEpochs(first=40, later=20, rows=600)  # 12,000 row-epochs a later fit
+    seconds = time_left(_cfg(), 0, RATES, rows)
+    assert seconds["model"] == pytest.approx((ROWS[0] * 40 + 5 * 12_000) * 3e-5)
+    floor = time_left(_cfg(), 0, RATES, FitEpochs(40, 10, rows=600))  # 6,000: 7.5, then 7
+    assert floor["model"] == pytest.approx((400 * 40 + 600 * 10 + 800 * 7.5 + 3 * 960 * 7) * 3e-5)
+    low = time_left(_cfg(**{"model.patience": 0}), 0, RATES, FitEpochs(40, 10, rows=600))
+    assert low["model"] == pytest.approx((400 * 40 + 5 * 6000) * 3e-5)  # (fewest: 2)
+
+
 def test_a_model_fit_moves_the_estimate_by_its_own_time_only() -> None:
-    """A later fit that takes what the estimate assumed: just after it (one env step later),
-    the estimate is the one just before it less the model phase's time and the step's."""
+    """A later fit that takes what the estimate assumed (the later fits' mean row-epochs):
+    just after it (one env step later), the estimate is the one just before it less the model
+    phase's time and the step's."""
     cfg = _cfg()
     clock = RunClock(cfg)
     clock.work.done.update({"env": 1250.0, "sac": 15000.0, "eval": 10.0, "checkpoint": 1.0})
@@ -123,10 +149,11 @@ def test_a_model_fit_moves_the_estimate_by_its_own_time_only() -> None:
     work = clock.work.done
     assert clock.ready(1250)
     before = clock.seconds_left({p: RATES[p] * work[p] for p in work}, 1250)  # (all at rate)
-    clock.work.model_phase(_fit(ROWS[3], 20), rewarder=False)  # the phase at step 1250
+    row_epochs = (ROWS[1] * 20 + ROWS[2] * 20) / 2
+    clock.work.model_phase(_fit(ROWS[3], row_epochs / ROWS[3]), rewarder=False)  # at 1250
     clock.work.done.update({"env": 1251.0, "sac": 15020.0})
     after = clock.seconds_left({p: RATES[p] * work[p] for p in work}, 1251)
-    fit = ROWS[3] * 20 * RATES["model"]
+    fit = row_epochs * RATES["model"]
     assert before["model"] - after["model"] == pytest.approx(fit)
     phase = fit + 400 * RATES["rollout"]
     step = RATES["env"] + 20 * RATES["sac"]
@@ -183,3 +210,78 @@ def test_a_resumed_run_estimates_from_its_first_step(
     err = capsys.readouterr().err
     assert "estimated time to finish: about" in err and "from before the resume at first" in err
     assert resumed.clock.work.fits == 5  # at 100 and 200, then 300, 400 and 500
+
+
+# Recorded runs: Hopper-v4, MBPO's settings, each bundle a tar.gz of run folders.
+DOCS = os.path.join(os.path.dirname(__file__), os.pardir, "docs")
+CPU_BUNDLE = os.path.join(DOCS, "campaign_cpu", "metrics.tar.gz")
+GPU_BUNDLE = os.path.join(DOCS, "gpu", "2026-11-26-h200", "seeds", "metrics.tar.gz")
+PROJECTED = ("env", "sac", "model", "rollout", "rewarder", "eval", "checkpoint")
+
+
+def _recorded(bundle: str, run: str, into: str) -> tuple[Config, list[dict[str, Any]]]:
+    """One run of a bundle: its config (on this machine's CPU, to the last step it logged)
+    and its metrics."""
+    with tarfile.open(bundle) as tar:
+        names = [f"runs/{run}/config.yaml", f"runs/{run}/metrics.jsonl"]
+        tar.extractall(into, members=[tar.getmember(n) for n in names], filter="data")
+    with open(os.path.join(into, names[1]), encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f]
+    raw = OmegaConf.load(os.path.join(into, names[0]))
+    raw.device, raw.resume = "cpu", None
+    raw.total_steps = max(r["step"] for r in rows if "time/wall" in r)
+    return validate(raw), rows
+
+
+def _clock_at(cfg: Config, rows: list[dict[str, Any]], at: int) -> tuple[RunClock, dict]:
+    """The estimate as the run had it at step ``at`` (a log step): its model phases, updates,
+    evaluations and phase timers up to there."""
+    clock, grand = RunClock(cfg), dict.fromkeys(PROJECTED, 0.0)
+    for r in (r for r in rows if r["step"] <= at):
+        if "model/epochs" in r and r["step"] < at:  # (the phase at ``at`` comes after its log)
+            clock.work.model_phase(r, rewarder=False)
+        elif "eval/return_mean" in r and r["step"] < at:  # (timed in the next log's interval)
+            clock.work.done["eval"] += cfg.eval.episodes
+            clock.work.done["checkpoint"] += 1
+        elif "time/wall" in r:
+            grand = {p: grand[p] + r.get(f"time/{p}", 0.0) for p in PROJECTED}
+            clock.work.done["sac"] = r["learner/updates"]
+    clock.work.done["env"] = float(at)
+    return clock, grand
+
+
+def _whole_intervals(rows: list[dict[str, Any]], after: int) -> list[dict[str, Any]]:
+    """The log rows after ``after`` whose interval one process ran whole: a run stopped and
+    resumed loses the time between its last log and the stop (written nowhere), seen as a
+    gap between two logs' wall-clock stamps longer than the later one's ``time/wall``."""
+    timed = [r for r in rows if "time/wall" in r]
+    return [
+        b
+        for a, b in itertools.pairwise(timed)
+        if b["step"] > after and b["time"] - a["time"] < b["time/wall"] * 1.05 + 5
+    ]
+
+
+@pytest.mark.parametrize(
+    ("bundle", "run"),
+    [(CPU_BUNDLE, "model-flow/seed_0"), (GPU_BUNDLE, "model-flow/seed_1")],
+    ids=["cpu", "gpu"],
+)
+def test_the_estimate_after_three_later_fits_holds_for_the_rest_of_a_recorded_run(
+    tmp_path: str, bundle: str, run: str
+) -> None:
+    """At step 6000 (the first fit at 5000, three later ones since: a few minutes into a
+    run) the time left it projects for each later log interval, summed over those the run
+    logged whole, is within 25 % of what the run's timers then recorded."""
+    cfg, rows = _recorded(bundle, run, str(tmp_path))
+    clock, grand = _clock_at(cfg, rows, 6000)
+    assert clock.ready(6000) and clock.work.later[0] == 3
+    intervals = _whole_intervals(rows, 6000)
+    assert len(intervals) >= 2
+    projected = sum(
+        sum(clock.seconds_left(grand, r["step"] - 1000).values())
+        - sum(clock.seconds_left(grand, r["step"]).values())
+        for r in intervals
+    )
+    took = sum(r.get(f"time/{p}", 0.0) for r in intervals for p in PROJECTED)
+    assert abs(projected / took - 1) < 0.25, (projected, took)

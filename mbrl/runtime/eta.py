@@ -5,12 +5,24 @@ A phase's time is its work times the seconds per unit of work measured so far (i
 or in a profiling window). The work follows from the run's schedule: SAC updates, env steps,
 evaluations and checkpoints, and at each model phase a fit of the real buffer's rows (less the
 holdout) for some epochs, then rollouts of the scheduled length. A fit's time is proportional
-to its rows times its epochs, so the fits grow with the data. How many epochs a fit needs is
-measured too: MBPO trains one model all run long, so the first fit starts from random weights
-and runs long (Hopper: 140 epochs for the flow, 286 for the Gaussian), while every later fit
-starts from the previous one and early stopping ends it sooner (Hopper: median 18 and 19,
-docs/hopper.md; on a few hundred rows, 50 to 90). Nothing fixes that number in advance, so
-the estimate waits for a later fit, and takes the mean of the later fits so far.
+to its rows times its epochs. MBPO trains one model all run long, so the first fit starts from
+random weights and runs long (Hopper: 100-190 epochs for the flow, 315-471 for the Gaussian),
+while every later fit starts from the previous one and early stopping ends it sooner, the
+sooner the more rows an epoch holds. So a later fit is taken to need the row-epochs (rows x
+epochs) the later fits so far took on average, whatever its rows: fewer epochs on more rows,
+never fewer than the early stop's least (``model.patience`` + 2).
+
+The evidence (docs/usage.md): the 26 Hopper-v4 runs of the committed seed bundles (CPU
+campaign, two H200 leases; flow and Gaussian; 461 later fits on 4,100-12,600 rows). Epochs
+per later fit against rows, log-log, pooled: slope -1.01 (CPU flow, 46 fits), -1.05 (CPU
+Gaussian, 129), -1.01 (GPU flow, 116), -2.6 (GPU Gaussian, 170, its rows 4,100-7,400 only):
+rows x epochs about constant. Per run the slope ranges from -3.8 to +0.9, too noisy to fit
+from a few fits, so the exponent is fixed at -1 and each run measures only the scale. After
+three later fits, the row-epochs of the run's remaining fits came out at a median of +44 %
+(CPU flow), +72 % (CPU Gaussian), +2 % (GPU flow), +121 % (GPU Gaussian), against +81 %,
++235 %, +29 %, +203 % for the later fits' mean epochs; after eight, +1 %, +9 %, +10 %, +74 %
+against +41 %, +112 %, +34 %, +141 %. Past 12,600 rows it is not yet measured: the Gaussian
+runs' fits on 9,000-12,600 rows took 8-145 epochs with no clear trend.
 """
 
 from __future__ import annotations
@@ -49,12 +61,22 @@ NAMES = {
 MIN_WORK = {"sac": 100}  # units timed before a rate is trusted (else 1)
 
 
-@dataclass
+@dataclass(frozen=True)
 class FitEpochs:
-    """Epochs per model fit: the run's first fit, and each later one."""
+    """Epochs per model fit: the run's first fit; and a later one's, either ``later`` epochs
+    whatever its rows (``rows`` 0), or ``later`` epochs at ``rows`` training rows and the same
+    row-epochs (rows x epochs) at any other size, so fewer epochs on more rows."""
 
     first: float
     later: float
+    rows: float = 0.0
+
+    def later_at(self, rows: int, least: int) -> float:
+        """A later fit's epochs on ``rows`` training rows, at least ``least`` (the early
+        stop's fewest: ``model.patience`` + 2, the first epoch always improving)."""
+        if not self.rows:
+            return self.later
+        return max(self.later * self.rows / max(rows, 1), float(least))
 
 
 def multiples(every: int, start: int, stop: int) -> int:
@@ -111,10 +133,12 @@ def _model_phases(
     ``algorithm.init_steps`` on, within the run's own caps per fit."""
     freq, cap, limit = cfg.mbpo.model_train_freq, cfg.model.max_epochs, cfg.model.max_seconds
     first = -(-max(cfg.algorithm.init_steps, 1) // freq) * freq
+    least = cfg.model.patience + 2
     out = dict.fromkeys(("model", "rollout", "rewarder"), 0.0)
     for step in range(max(first, -(-start // freq) * freq), total, freq):
-        n = epochs.first if step == first else epochs.later
-        fit = train_rows(cfg, step) * (n if cap is None else min(n, cap)) * rates["model"]
+        rows = train_rows(cfg, step)
+        n = epochs.first if step == first else epochs.later_at(rows, least)
+        fit = rows * (n if cap is None else min(n, cap)) * rates["model"]
         out["model"] += fit if limit is None else min(fit, limit)
         length = rollout_length(step, cfg)
         out["rollout"] += cfg.rollout.batch_size * length * rates["rollout"]
@@ -131,26 +155,34 @@ class Work:
     fits: int = 0  # the run's, all processes
     first_epochs: float | None = None  # the run's first fit (from random weights)
     later: tuple[int, float] = (0, 0.0)  # the fits after the first: how many, epochs summed
+    later_rows: tuple[float, float] = (0.0, 0.0)  # and their training rows, row-epochs summed
 
     def model_phase(self, metrics: dict[str, Any], rewarder: bool) -> None:
         """Count one model phase from its metrics (plain numbers: epochs, rows, length)."""
-        epochs = float(metrics["model/epochs"])
-        self.done["model"] += float(metrics["model/train_rows"]) * epochs
+        epochs, rows = float(metrics["model/epochs"]), float(metrics["model/train_rows"])
+        self.done["model"] += rows * epochs
         self.done["rollout"] += float(metrics["rollout/start_states"] * metrics["rollout/length"])
         self.done["rewarder"] += float(rewarder)
         if self.fits == 0:
             self.first_epochs = epochs
         else:
             self.later = (self.later[0] + 1, self.later[1] + epochs)
+            self.later_rows = (self.later_rows[0] + rows, self.later_rows[1] + rows * epochs)
         self.fits += 1
 
     def epochs(self) -> FitEpochs:
-        """Epochs per fit: the first's as it ran, the later fits' mean so far (each stands
-        for the other until both are known; 0 before any fit)."""
-        count, summed = self.later
+        """Epochs per fit: the first's as it ran; a later fit's row-epochs the mean of the
+        later fits so far, at their mean rows (each fit stands for the other until both are
+        known; 0 before any fit; the mean epochs at every size after a resume from a
+        checkpoint that has no rows)."""
+        (count, summed), (rows, row_epochs) = self.later, self.later_rows
         first = self.first_epochs
-        later = summed / count if count else (first or 0.0)
-        return FitEpochs(later if first is None else first, later)
+        if not count:
+            return FitEpochs(first or 0.0, first or 0.0)
+        if not rows:
+            return FitEpochs(summed / count if first is None else first, summed / count)
+        later = row_epochs / rows  # (the row-epochs' mean over the rows' mean)
+        return FitEpochs(later if first is None else first, later, rows / count)
 
     def rates(self, grand: dict[str, float], least: int | None = None) -> dict[str, float]:
         """Seconds per unit of each phase timed on enough work (``grand``: the timer's;
@@ -213,7 +245,8 @@ class RunClock:
         """The rates and fit epochs so far: a resumed run estimates from its first step."""
         w = self.work
         rates = {**self.saved, **w.rates(grand)}
-        return {"rates": rates, "fits": w.fits, "first_epochs": w.first_epochs, "later": w.later}
+        later = {"later": w.later, "later_rows": w.later_rows}
+        return {"rates": rates, "fits": w.fits, "first_epochs": w.first_epochs, **later}
 
     def load_state_dict(self, state: dict[str, Any] | None, fits: int) -> None:
         """``state`` None (a checkpoint from before the estimate was saved): rates come from
@@ -225,6 +258,8 @@ class RunClock:
         self.work.fits, self.work.first_epochs = state["fits"], state["first_epochs"]
         count, epochs = state["later"]
         self.work.later = (int(count), float(epochs))
+        rows, row_epochs = state.get("later_rows", (0.0, 0.0))  # (absent before it was saved)
+        self.work.later_rows = (float(rows), float(row_epochs))
 
 
 def estimate_text(left: dict[str, float], work: Work, cfg: Config, resumed: bool) -> str:
@@ -234,9 +269,8 @@ def estimate_text(left: dict[str, float], work: Work, cfg: Config, resumed: bool
     )
     source = "this run's rates so far" + (", from before the resume at first" if resumed else "")
     count = work.later[0]
-    if cfg.algorithm.name == "mbpo":
-        later = f"{work.epochs().later:.0f} epochs, the mean of the {count} after the first"
-        source += f"; model fits grow with the data, {later}" if count else ""
+    if cfg.algorithm.name == "mbpo" and count:
+        source += f"; {later_text(work.epochs(), cfg)}, the mean of the {count} after the first"
     return f"estimated time to finish: about {duration(sum(left.values()))} ({parts}; {source})"
 
 
@@ -247,11 +281,27 @@ def whole_run(
     from a profiling window's ``work`` and timers (compile warm-up not included), and where
     its epochs per fit come from (``cap``: the window's own, ``profile.model_epochs``). The
     window's shares say little of a run, whose fits grow with the data; its first fit starts
-    from random weights and its second from the first, as a run's later fits do."""
+    from random weights and its second from the first, as a run's later fits do. Capped fits
+    say nothing of the row-epochs a later fit needs: the projection counts the capped epochs."""
     epochs = work.epochs()
-    how = f"the first fit {epochs.first:.0f} epochs, later fits {epochs.later:.0f}, as the "
-    how += "window's two fits took" if cap is None else f"window's, capped at {cap}: fewer"
+    if cap is not None:
+        epochs = FitEpochs(epochs.first, epochs.later)
+        how = f"the first fit {epochs.first:.0f} epochs, later fits {epochs.later:.0f}, as the "
+        how += f"window's, capped at {cap}: fewer"
+    else:
+        how = f"the first fit {epochs.first:.0f} epochs, {later_text(epochs, cfg)}, as the "
+        how += "window's second fit took"
     return time_left(cfg, 0, work.rates(grand, least=1), epochs), how
+
+
+def later_text(epochs: FitEpochs, cfg: Config) -> str:
+    """``later fits 130,000 rows x epochs each (26 epochs at 5,000 rows: fewer on more
+    rows, at least 7)``."""
+    if not epochs.rows:
+        return f"later fits {epochs.later:.0f} epochs each"
+    each = f"{epochs.later * epochs.rows:,.0f} rows x epochs each"
+    at = f"{epochs.later:.0f} epochs at {epochs.rows:,.0f} rows"
+    return f"later fits {each} ({at}: fewer on more rows, at least {cfg.model.patience + 2})"
 
 
 def whole_run_text(cfg: Config, seconds: dict[str, float], epochs: str) -> str:
