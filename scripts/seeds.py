@@ -180,12 +180,7 @@ def main() -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    every = [Variant(tuple(v)) for v in plan["variants"]]
-    jobs = [
-        Job(v, s, os.path.join(args.out, "runs", v.folder, f"seed_{s}"))
-        for s in plan["seeds"]
-        for v in every  # seed-major: both arms of a seed run side by side (paired)
-    ]
+    every, jobs = _jobs(args.out, plan)
     chosen = [j for j in jobs if j.variant in arms and j.seed in seeds]
     procs = args.procs or (4 if device == "cuda" else os.cpu_count() or 1)
     history = _history(args.out)
@@ -212,11 +207,7 @@ def main() -> int:
         invocations = [*history, record] if record["runs"] else history
         _save_history(args.out, invocations)
         by_variant = [(v.label, [j.path for j in jobs if j.variant == v]) for v in every]
-        header = (
-            f"# {' '.join(args.overrides) or 'default config'}: {len(plan['seeds'])} seeds x "
-            f"{len(every)} variants\n\n`python scripts/seeds.py {' '.join(sys.argv[1:])}`; "
-            f"last written {time.strftime('%Y-%m-%d %H:%M')} at commit {record['commit']}"
-        )
+        header = _header(args.overrides, len(plan["seeds"]), len(every), record["commit"])
         write_report(report_dir, load_settings(by_variant), invocations, _reference(args), header)
 
     if args.report_only:
@@ -232,10 +223,10 @@ def main() -> int:
         mps, mps_text = _mps(args, device, procs)
         pool.env, record["mps"] = (mps.env if mps else {}), mps is not None
         memory = GpuMemory() if device == "cuda" else None
+        budget_text = f", budget {args.budget}" if budget else ""
         print(
             f"{len(chosen)} runs ({len(arms)} variants x {len(seeds)} seeds) to {steps:,} env "
-            f"steps, {procs} at a time on {device}, {mps_text}"
-            + (f", budget {args.budget}" if budget else ""),
+            f"steps, {procs} at a time on {device}, {mps_text}{budget_text}",
             file=sys.stderr,
         )
         for target in stages(steps, args.stage):
@@ -255,6 +246,27 @@ def main() -> int:
     print(f"report: {os.path.join(report_dir, 'summary.md')}", file=sys.stderr)
     failed = [j.name for j in chosen if j.outcome.startswith("failed")]
     return 1 if failed else 0
+
+
+def _header(overrides: list[str], seeds: int, variants: int, at: str) -> str:
+    """The report's first lines: the campaign, the command and when it was written."""
+    return (
+        f"# {' '.join(overrides) or 'default config'}: {seeds} seeds x {variants} variants\n\n"
+        f"`python scripts/seeds.py {' '.join(sys.argv[1:])}`; "
+        f"last written {time.strftime('%Y-%m-%d %H:%M')} at commit {at}"
+    )
+
+
+def _jobs(out: str, plan: dict[str, Any]) -> tuple[list[Variant], list[Job]]:
+    """Every variant of the campaign's plan, and a job per seed and variant, seed-major: both
+    arms of a seed run side by side (paired)."""
+    every = [Variant(tuple(v)) for v in plan["variants"]]
+    jobs = [
+        Job(v, s, os.path.join(out, "runs", v.folder, f"seed_{s}"))
+        for s in plan["seeds"]
+        for v in every
+    ]
+    return every, jobs
 
 
 def _mps(args: argparse.Namespace, device: str, procs: int) -> tuple[Mps | None, str]:
