@@ -242,6 +242,9 @@ class Config:
     # Ctrl-C does: after the current step or model-fit epoch, with ckpt/last.pt to resume
     # from (null: no limit)
     max_minutes: float | None = None
+    # Plug-in modules the run imported (FLOWMBPO_PLUGINS), each with the folder it came from:
+    # a resume, scripts/evaluate.py, probe.py and seeds.py import them again (set by the run)
+    plugins: dict[str, str] = field(default_factory=dict)
 
 
 ConfigStore.instance().store(name="flowmbpo", node=Config)

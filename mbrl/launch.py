@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import atexit
 import hashlib
-import importlib
 import os
 import shutil
 import sys
@@ -20,6 +19,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from mbrl import plugins
 from mbrl.compiled import strict
 from mbrl.config import Config, ConfigError
 from mbrl.envs import ENVS, env_dims, make_env
@@ -35,17 +35,15 @@ from mbrl.runtime.validate import validate
 # Config groups select a file or a registered config; a resumed run cannot switch them (the
 # key that names each choice in a saved config).
 GROUPS = {"env": "name", "algorithm": "name", "model": "name", "agent": "_target_"}
-PLUGINS_VAR = "FLOWMBPO_PLUGINS"
 
 
 def import_plugins() -> None:
-    """Import the modules ``$FLOWMBPO_PLUGINS`` names (comma-separated) before hydra composes
-    the config: a model or agent of your own registers itself there (docs/model.md)."""
-    for name in filter(None, (n.strip() for n in os.environ.get(PLUGINS_VAR, "").split(","))):
-        try:
-            importlib.import_module(name)
-        except ImportError as err:
-            fail(ConfigError(f"{PLUGINS_VAR}: cannot import {name!r}: {err}"))
+    """Import the modules ``$FLOWMBPO_PLUGINS`` names before hydra composes the config: a
+    model, agent or env of your own registers itself there (docs/model.md)."""
+    try:
+        plugins.import_plugins(plugins.requested())
+    except plugins.PluginError as err:
+        fail(err)
 
 
 def rank_argv(argv: list[str]) -> list[str]:
@@ -109,7 +107,9 @@ def resolve(cfg: DictConfig, overrides: list[str]) -> Config:
     """The validated config of this run; for ``resume=DIR`` the saved one plus ``overrides``."""
     resume = cfg.get("resume")
     if resume is None:
-        return validate(cfg)
+        config = validate(cfg)
+        config.plugins = {**config.plugins, **plugins.IMPORTED}  # (kept in its config.yaml)
+        return config
     saved_path = os.path.join(str(resume), "config.yaml")
     if not os.path.isfile(saved_path):
         raise ConfigError(
@@ -138,12 +138,17 @@ def resolve(cfg: DictConfig, overrides: list[str]) -> Config:
         OmegaConf.update(saved, key, OmegaConf.select(cfg, key), force_add=True)
     saved.resume = str(resume)
     try:
-        return validate(saved)
+        plugins.import_saved(saved, f"resume={resume!r}")
+        config = validate(saved)
+    except plugins.PluginError:  # (a module of the run's is missing, not a version mismatch)
+        raise
     except ConfigError as err:
         raise ConfigError(
             f"resume={resume!r}: the run's saved config does not fit this version of FlowMBPO "
             f"({err}); a run written by an older version cannot be resumed by this one"
         ) from None
+    config.plugins = {**config.plugins, **plugins.IMPORTED}
+    return config
 
 
 def _literal_run_dir(config: DictConfig, cfg: Config) -> str | None:

@@ -22,6 +22,7 @@ stops every run with its checkpoint and writes the report; a second one kills th
 from __future__ import annotations
 
 import argparse
+import glob
 import itertools
 import json
 import os
@@ -122,6 +123,19 @@ def check(
     return totals.pop(), device
 
 
+def import_plugins(out: str) -> None:
+    """$FLOWMBPO_PLUGINS's modules and those the campaign's runs saved in their configs
+    (a campaign continued without the variable), passed on to the runs this one starts."""
+    from omegaconf import OmegaConf
+
+    from mbrl import plugins
+
+    plugins.import_plugins(plugins.requested())
+    for path in sorted(glob.glob(os.path.join(out, "runs", "*", "*", "config.yaml"))):
+        plugins.import_saved(OmegaConf.load(path), path)
+    os.environ.update(plugins.environment())
+
+
 def manifest(out: str, base: list[str], arms: list[Variant], seeds: list[int]) -> dict:
     """OUT/seeds.json: the campaign's base overrides (fixed), variants and seeds (growing)."""
     path = os.path.join(out, "seeds.json")
@@ -165,6 +179,7 @@ def main() -> int:
         budget = parse_duration(args.budget) if args.budget else None
         if args.procs is not None and args.procs < 1:
             raise ValueError(f"--procs {args.procs}: give 1 or more")
+        import_plugins(args.out)
         steps, device = check(args.overrides, arms, args.steps, args.report_only)
         plan = manifest(args.out, args.overrides, arms, seeds)
     except ValueError as err:

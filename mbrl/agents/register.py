@@ -13,9 +13,9 @@ import dataclasses
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
-from hydra.utils import get_class
 
 from mbrl.config import AgentConfig, ConfigError
+from mbrl.plugins import locate
 
 AGENTS: dict[str, type[AgentConfig]] = {}  # agent=<name> -> its config (register_agent)
 
@@ -40,10 +40,7 @@ def agent_class(target: str) -> type[Any]:
     """The class ``agent._target_`` names (:class:`~mbrl.agents.sac.SAC` or a subclass of
     it); a ConfigError when it cannot be imported or has no ``config`` (an AgentConfig
     subclass: its keys)."""
-    try:
-        cls = get_class(target)
-    except Exception as err:  # (hydra wraps import errors of every kind)
-        raise ConfigError(f"agent._target_={target!r} cannot be imported: {err}") from None
+    cls = locate(target, "agent._target_")
     config = getattr(cls, "config", None)
     if not (isinstance(config, type) and issubclass(config, AgentConfig)):
         raise ConfigError(

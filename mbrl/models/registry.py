@@ -7,7 +7,6 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from hydra.core.config_store import ConfigStore
-from hydra.utils import get_class
 from torch import nn
 
 if TYPE_CHECKING:
@@ -43,11 +42,9 @@ def model_config(name: str, **values: Any) -> ModelConfig:
 def model_class(target: str) -> type[nn.Module]:
     """The class ``model._target_`` names; a ConfigError when it cannot be imported."""
     from mbrl.config import ConfigError, ModelConfig
+    from mbrl.plugins import locate
 
-    try:
-        cls = get_class(target)
-    except Exception as err:  # (hydra wraps import errors of every kind)
-        raise ConfigError(f"model._target_={target!r} cannot be imported: {err}") from None
+    cls = locate(target, "model._target_")
     config = getattr(cls, "config", None)
     has = {k: hasattr(cls, k) for k in CLASS_ATTRIBUTES}
     has["config"] = isinstance(config, type) and issubclass(config, ModelConfig)

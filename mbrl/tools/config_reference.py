@@ -172,7 +172,7 @@ def defaults() -> dict[str, Any]:
 
     def walk(node: Any, prefix: str) -> None:
         for k, v in node.items():
-            if isinstance(v, dict):
+            if isinstance(v, dict) and v:  # (an empty mapping, `plugins`, is a value)
                 walk(v, f"{prefix}{k}.")
             else:
                 flat[f"{prefix}{k}"] = v
