@@ -20,9 +20,11 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from mbrl import plugins
+from mbrl.agents import AGENTS
 from mbrl.compiled import strict
 from mbrl.config import Config, ConfigError
 from mbrl.envs import ENVS, env_dims, make_env
+from mbrl.models import MODELS
 from mbrl.overrides import CONFIG_GROUPS, fail, override_key
 from mbrl.runtime import distributed, interrupt, runlock
 from mbrl.runtime.checkpoint import CheckpointError, check_layout, load
@@ -75,9 +77,12 @@ def register_resolvers() -> None:
         # Multirun job folders are named after their overrides; long override lists would
         # exceed the file-name limit, so they are cut and made unique with a hash.
         OmegaConf.register_new_resolver("short_dirname", short_dirname)
-    if not OmegaConf.has_resolver("env_choices"):
-        # --help lists the envs registered (mbrl.envs.register_env), a plug-in's too.
-        OmegaConf.register_new_resolver("env_choices", lambda: ", ".join(sorted(ENVS)))
+    # --help lists the envs, models and agents registered, a plug-in's too.
+    for group, registered in (("env", ENVS), ("model", MODELS), ("agent", AGENTS)):
+        if not OmegaConf.has_resolver(f"{group}_choices"):
+            OmegaConf.register_new_resolver(
+                f"{group}_choices", lambda r=registered: ", ".join(sorted(r))
+            )
     if not OmegaConf.has_resolver("hydra_subdir"):
         # Keep the original .hydra/ of a resumed run; the resume's own goes beside it.
         OmegaConf.register_new_resolver(
@@ -161,6 +166,20 @@ def _literal_run_dir(config: DictConfig, cfg: Config) -> str | None:
     return run_dir if isinstance(run_dir, str) and "${" not in run_dir else None
 
 
+def _refuse_nothing_to_do(cfg: Config, step: int) -> None:
+    """A resume whose total_steps the checkpoint has reached stops at once (no compile)."""
+    if cfg.total_steps > step or cfg.profile.enabled:
+        return
+    from mbrl.runtime.report import resume_command
+
+    assert cfg.resume is not None
+    raise ConfigError(
+        f"resume={cfg.resume!r} is at step {step:,} and total_steps={cfg.total_steps} leaves "
+        f"nothing to do; to extend it: {resume_command(cfg.resume)} "
+        f"total_steps=<more than {step}>"
+    )
+
+
 def check_before_start(config: DictConfig, lock: bool = True) -> Config:
     """Everything that must fail before a file is written: the config, the checkpoint to
     resume, whether the buffers fit in memory and the checkpoints on the disk, and whether
@@ -173,6 +192,7 @@ def check_before_start(config: DictConfig, lock: bool = True) -> Config:
         path = os.path.join(cfg.resume, "ckpt", "last.pt")
         state = load(path, env_name=cfg.env.name, mmap=True)
         check_layout(state, cfg.resume, world, cfg.env.num_envs)
+        _refuse_nothing_to_do(cfg, int(state["step"]))
     env = make_env(cfg.env.name, cfg.env.max_episode_steps, version=cfg.env.version)
     dims = env_dims(env)
     env.close()

@@ -104,14 +104,18 @@ def check(
     from hydra import compose, initialize_config_dir
 
     from mbrl.launch import register_resolvers
+    from mbrl.overrides import check_overrides
     from mbrl.runtime.utils import resolve_device
     from mbrl.runtime.validate import validate
 
     register_resolvers()
     totals, device = set(), "cpu"
-    with initialize_config_dir(config_dir=os.path.join(ROOT, "conf"), version_base=None):
+    conf = os.path.join(ROOT, "conf")
+    check_overrides(base, conf)  # every run's, as train.py checks them (a typo: the closest)
+    with initialize_config_dir(config_dir=conf, version_base=None):
         for arm in arms:
             try:
+                check_overrides([*base, *arm.overrides], conf)
                 where = ["device=cpu"] if report_only else []
                 cfg = validate(compose("config", overrides=[*base, *arm.overrides, *where]))
             except Exception as err:  # (hydra's and ours: one line each)

@@ -87,6 +87,7 @@ def test_a_plugin_is_remembered_by_resume_evaluate_and_probe(tmp_path: str) -> N
         "train.py", [*TINY, "agent=meanq", f"hydra.run.dir={run}"], _env("meanq_agent", plug), work
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "FlowMBPO: model-free SAC, agent meanq on pendulum" in proc.stderr  # the start block
     saved = OmegaConf.load(os.path.join(run, "config.yaml"))
     assert dict(saved.plugins) == {"meanq_agent": plug}
     assert saved.agent._target_ == "meanq_agent.MeanQ"
@@ -134,3 +135,19 @@ def test_a_seeds_campaign_of_a_plugin_agent_continues_without_the_variable(
         run = os.path.join(out, "runs", arm, "seed_0")
         assert OmegaConf.load(os.path.join(run, "config.yaml")).agent._target_ == target
         assert load(os.path.join(run, "ckpt", "last.pt"))["step"] == 200  # continued
+
+
+def test_help_lists_a_plugins_agent_and_its_name_alone_hints_at_the_variable(
+    tmp_path: str,
+) -> None:
+    plug = _plugin(os.path.join(tmp_path, "plug"))
+    shown = _run("train.py", ["--help"], _env("meanq_agent", plug), str(tmp_path))
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert "agent: meanq, sac (or your own" in shown.stdout
+    alone = _run("train.py", ["agent=meanq"], _env(None, plug), str(tmp_path))
+    assert alone.returncode == 2
+    lines = alone.stderr.strip().splitlines()
+    assert (
+        len(lines) == 1
+        and "choose one of: sac (your own agent: name its module in FLOWMBPO_PLUGINS" in lines[0]
+    )
