@@ -197,9 +197,9 @@ def check_value(arg: str, root: DictConfig) -> str:
     for part in key.split("."):
         node = node._get_node(part)
     value = override.value()
-    sweep = isinstance(value, ChoiceSweep)
-    values = list(value.list) if sweep else [value]
-    if (isinstance(value, Sweep) and not sweep) or isinstance(node, DictConfig):
+    values: list[Any] = list(value.list) if isinstance(value, ChoiceSweep) else [value]
+    ranged = isinstance(value, Sweep) and not isinstance(value, ChoiceSweep)
+    if ranged or isinstance(node, DictConfig):
         return arg  # (range and glob sweeps, mappings: hydra checks them)
     integral = [
         isinstance(node, IntegerNode) and isinstance(v, float) and v.is_integer() for v in values
