@@ -238,7 +238,8 @@ class Config:
     threads: int = 1  # torch intra-op threads per process; 0 keeps torch's default
     flush_denormal: bool = True  # denormal floats -> 0 on the CPU (x86 computes on them slowly)
     resume: str | None = None  # a run folder to continue from its ckpt/last.pt
-    # Wall-clock minutes this process trains (compile warm-up included), then it stops as
+    # Wall-clock minutes this process trains (compile warm-up included: compile=auto does not
+    # compile under a budget too short to repay it, mbrl.runtime.speed), then it stops as
     # Ctrl-C does: after the current step or model-fit epoch, with ckpt/last.pt to resume
     # from (null: no limit)
     max_minutes: float | None = None

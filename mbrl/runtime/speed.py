@@ -1,6 +1,7 @@
 """How a run is made fast: ``amp=auto`` per component and ``compile=auto``, each decided from
-the config and the device alone (so a resumed run decides as the original did), with the
-measurements behind each rule in docs/benchmarks.md."""
+the config and the device alone (so a resumed run decides as the original did, unless its own
+``max_minutes`` is too short to compile in), with the measurements behind each rule in
+docs/benchmarks.md."""
 
 from __future__ import annotations
 
@@ -30,6 +31,13 @@ AUTO_AMP: dict[str, dict[str, str]] = {
 # per update (eager 216 updates/s, compiled and graphed 3,311): ~7 600 updates, counting none
 # of the ~25x faster flow fit's own saving.
 AUTO_COMPILE_UPDATES = {"cpu": 20_000, "cuda": 8_000}
+# The warm-up's compiles with an empty inductor cache, seconds (the SAC update and the flow's
+# fit step). CPU: 76 s + 227 s on the 2-core CPU beside other jobs (README, 2026-11-27); CUDA:
+# 9.6 s + 23.2 s on an H200 (docs/benchmarks.md, 2026-11-26). max_minutes bounds the whole
+# process, warm-up included: compile=auto compiles only when the budget holds BUDGET_WARMUPS
+# cold warm-ups (a compiled update repays its warm-up only over a run several times longer).
+COLD_WARMUP_SECONDS = {"cpu": 304.0, "cuda": 33.0}
+BUDGET_WARMUPS = 5
 
 
 def resolve_amp(amp: str, device: torch.device, component: str = "sac") -> str:
@@ -62,15 +70,28 @@ def resolve_compile(cfg: Config, device: torch.device, world: int, amp: str) -> 
     stays outside graphs) and amp=fp16 (GradScaler reads its scale on the host)."""
     if cfg.compile == "false":
         return CompileChoice(False, False, "off (compile=false)")
-    updates = sac_updates_of(cfg)
+    updates, short = sac_updates_of(cfg), short_budget(cfg, device)
     if cfg.compile == "auto":
         need = AUTO_COMPILE_UPDATES.get(device.type, AUTO_COMPILE_UPDATES["cpu"])
         if updates < need:
             return CompileChoice(False, False, f"off (auto: {updates:,} SAC updates < {need:,})")
+        if short:
+            return CompileChoice(False, False, f"off (auto: {short})")
         why = f"on (auto: {updates:,} SAC updates >= {need:,})"
     else:
-        why = "on (compile=true)"
+        why = "on (compile=true" + (f"; {short}: the warm-up counts into it)" if short else ")")
     graphs = device.type == "cuda" and world == 1 and amp != "fp16"
     if device.type == "cuda":
         why += ", CUDA graphs" if graphs else ", no CUDA graphs (torchrun or amp=fp16)"
     return CompileChoice(True, graphs, why)
+
+
+def short_budget(cfg: Config, device: torch.device) -> str | None:
+    """Why ``max_minutes`` is too short for compiling to pay (None: no limit, or long enough)."""
+    cold = COLD_WARMUP_SECONDS.get(device.type, COLD_WARMUP_SECONDS["cpu"])
+    if cfg.max_minutes is None or 60 * cfg.max_minutes >= BUDGET_WARMUPS * cold:
+        return None
+    return (
+        f"max_minutes={cfg.max_minutes:g} is under {BUDGET_WARMUPS} compile warm-ups with an "
+        f"empty compile cache (~{cold:.0f} s each on {device.type})"
+    )
