@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import math
 import os
 import subprocess
 import time
@@ -27,10 +28,12 @@ from mbrl.config import ConfigError
 from mbrl.models import DynamicsModel, ModelTrainer
 from mbrl.models.fit_step import minibatches
 from mbrl.models.flow import FlowArchConfig
+from mbrl.runtime import speed
 from mbrl.runtime.speed import (
     AUTO_COMPILE_UPDATES,
     BUDGET_WARMUPS,
     COLD_WARMUP_SECONDS,
+    SAC_UPDATES_PER_S,
     resolve_compile,
 )
 from mbrl.trainer import Trainer
@@ -183,9 +186,21 @@ def test_compile_auto_compiles_runs_long_enough_to_repay_the_warm_up() -> None:
     long = tiny_config(total_steps=100 + need // 20, **g)
     choice = resolve_compile(long, cpu, 1, "off")
     assert choice.on and not choice.graphs and "auto" in choice.why
+    eager, compiled = SAC_UPDATES_PER_S["cpu"]  # the measured gain it rests on, and says
+    assert compiled > eager and f"compiled {compiled / eager:.2f}x eager" in choice.why
+    # the break-even: the time the updates save repays the cold warm-up
+    assert need == math.ceil(COLD_WARMUP_SECONDS["cpu"] / (1 / eager - 1 / compiled))
     forced = tiny_config(compile="true")
     assert resolve_compile(forced, cpu, 1, "off").on
     assert not resolve_compile(tiny_config(compile="false"), cpu, 1, "off").on
+
+
+def test_compile_auto_never_picks_a_path_measured_slower(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(SAC_UPDATES_PER_S, "cpu", (50.0, 46.5))  # compiled 0.93x eager
+    monkeypatch.setitem(AUTO_COMPILE_UPDATES, "cpu", speed._break_even("cpu"))
+    cfg = tiny_config(total_steps=10**6, **{"algorithm.updates_per_step": 20})
+    choice = resolve_compile(cfg, torch.device("cpu"), 1, "off")
+    assert not choice.on and "the compiled SAC update, 0.93x eager measured on cpu" in choice.why
 
 
 def test_compile_auto_leaves_a_short_max_minutes_to_training() -> None:

@@ -5,6 +5,7 @@ docs/benchmarks.md."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -23,20 +24,29 @@ AUTO_AMP: dict[str, dict[str, str]] = {
     "cuda": {"sac": "off", "model": "bf16"},
 }
 
-# compile=auto compiles when a run has at least this many SAC updates: where the time saved
-# per update repays the warm-up of compiling the SAC update and the flow's fit step with a cold
-# inductor cache (docs/benchmarks.md: on the 2-core CPU ~48 s cold, ~9 s warm, against ~3 ms
-# saved per update: ~15 000 updates). CUDA, measured on an H200 (docs/benchmarks.md,
-# 2026-11-26): cold warm-ups of 9.6 s (SAC) and 23.2 s (the flow's fit) against 4.3 ms saved
-# per update (eager 216 updates/s, compiled and graphed 3,311): ~7 600 updates, counting none
-# of the ~25x faster flow fit's own saving.
-AUTO_COMPILE_UPDATES = {"cpu": 20_000, "cuda": 8_000}
-# The warm-up's compiles with an empty inductor cache, seconds (the SAC update and the flow's
-# fit step). CPU: 76 s + 227 s on the 2-core CPU beside other jobs (README, 2026-11-27); CUDA:
-# 9.6 s + 23.2 s on an H200 (docs/benchmarks.md, 2026-11-26). max_minutes bounds the whole
-# process, warm-up included: compile=auto compiles only when the budget holds BUDGET_WARMUPS
-# cold warm-ups (a compiled update repays its warm-up only over a run several times longer).
+# compile=auto rests on measurements of each kind of machine: the G-update SAC block's
+# updates/s eager and compiled, side by side (scripts/bench.py --sac-only), and the warm-up's
+# compiles with an empty inductor cache (the SAC update and the flow's fit step), seconds.
+# CPU, the 2-core CPU beside other jobs (load average 4-5), 2026-11-27: 39.8 eager, 56.9
+# compiled (1.43x); cold warm-up 76 s + 227 s (README). CUDA, an H200 (docs/benchmarks.md,
+# 2026-11-26): 216 eager, 3,311 compiled and graphed; cold warm-up 9.6 s + 23.2 s.
+SAC_UPDATES_PER_S = {"cpu": (39.8, 56.9), "cuda": (216.0, 3311.0)}  # (eager, compiled)
 COLD_WARMUP_SECONDS = {"cpu": 304.0, "cuda": 33.0}
+
+
+def _break_even(device: str) -> int | None:
+    """SAC updates whose saved time repays a cold warm-up (None: compiled measured slower),
+    counting none of the compiled model fit's own saving."""
+    eager, compiled = SAC_UPDATES_PER_S[device]
+    saved = 1 / eager - 1 / compiled
+    return math.ceil(COLD_WARMUP_SECONDS[device] / saved) if saved > 0 else None
+
+
+# compile=auto compiles a run with at least this many SAC updates (CPU ~40 300, CUDA ~7 600).
+AUTO_COMPILE_UPDATES = {d: _break_even(d) for d in SAC_UPDATES_PER_S}
+# max_minutes bounds the whole process, warm-up included: compile=auto compiles only when the
+# budget holds BUDGET_WARMUPS cold warm-ups (compiling repays itself over a run several times
+# longer than its warm-up).
 BUDGET_WARMUPS = 5
 
 
@@ -72,12 +82,19 @@ def resolve_compile(cfg: Config, device: torch.device, world: int, amp: str) -> 
         return CompileChoice(False, False, "off (compile=false)")
     updates, short = sac_updates_of(cfg), short_budget(cfg, device)
     if cfg.compile == "auto":
-        need = AUTO_COMPILE_UPDATES.get(device.type, AUTO_COMPILE_UPDATES["cpu"])
+        kind = device.type if device.type in AUTO_COMPILE_UPDATES else "cpu"
+        need, (eager, compiled) = AUTO_COMPILE_UPDATES[kind], SAC_UPDATES_PER_S[kind]
+        gain = f"{compiled / eager:.2f}x eager measured on {kind}"
+        if need is None:
+            return CompileChoice(False, False, f"off (auto: the compiled SAC update, {gain})")
         if updates < need:
-            return CompileChoice(False, False, f"off (auto: {updates:,} SAC updates < {need:,})")
+            return CompileChoice(
+                False, False, f"off (auto: {updates:,} SAC updates < {need:,} that repay a cold "
+                f"warm-up of ~{COLD_WARMUP_SECONDS[kind]:.0f} s at {gain})"
+            )  # fmt: skip
         if short:
             return CompileChoice(False, False, f"off (auto: {short})")
-        why = f"on (auto: {updates:,} SAC updates >= {need:,})"
+        why = f"on (auto: {updates:,} SAC updates >= {need:,}; compiled {gain})"
     else:
         why = "on (compile=true" + (f"; {short}: the warm-up counts into it)" if short else ")")
     graphs = device.type == "cuda" and world == 1 and amp != "fp16"
