@@ -237,7 +237,8 @@ class Config:
     # auto (per component: mbrl.runtime.speed.AUTO_AMP) | off | bf16 | fp16
     amp: str = "auto"
     # torch.compile the SAC update and the model-fit step (CUDA: each as one CUDA graph):
-    # true | false (eager) | auto (on when the run has enough SAC updates to repay the warm-up;
+    # true | false (eager) | auto (on when the run has enough SAC updates to repay a cold
+    # warm-up at the gain measured on the device, never where compiled measured slower;
     # mbrl.runtime.speed.AUTO_COMPILE_UPDATES)
     compile: str = "auto"
     # CUDA: fp32 matmuls of SAC updates, model fits and rollouts on TF32 tensor cores
@@ -245,10 +246,14 @@ class Config:
     threads: int = 1  # torch intra-op threads per process; 0 keeps torch's default
     flush_denormal: bool = True  # denormal floats -> 0 on the CPU (x86 computes on them slowly)
     resume: str | None = None  # a run folder to continue from its ckpt/last.pt
-    # Wall-clock minutes this process trains (compile warm-up included), then it stops as
+    # Wall-clock minutes this process trains (compile warm-up included: compile=auto does not
+    # compile under a budget too short to repay it, mbrl.runtime.speed), then it stops as
     # Ctrl-C does: after the current step or model-fit epoch, with ckpt/last.pt to resume
     # from (null: no limit)
     max_minutes: float | None = None
+    # Plug-in modules the run imported (FLOWMBPO_PLUGINS), each with the folder it came from:
+    # a resume, scripts/evaluate.py, probe.py and seeds.py import them again (set by the run)
+    plugins: dict[str, str] = field(default_factory=dict)
 
 
 ConfigStore.instance().store(name="flowmbpo", node=Config)

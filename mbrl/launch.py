@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import atexit
 import hashlib
-import importlib
 import os
 import shutil
 import sys
@@ -20,10 +19,12 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from mbrl import collectives
+from mbrl import collectives, plugins
+from mbrl.agents import AGENTS
 from mbrl.compiled import strict
 from mbrl.config import Config, ConfigError
 from mbrl.envs import ENVS, env_dims, make_env
+from mbrl.models import MODELS
 from mbrl.overrides import CONFIG_GROUPS, fail, override_key
 from mbrl.runtime import distributed, interrupt, runlock
 from mbrl.runtime.checkpoint import CheckpointError, check_layout, load
@@ -36,17 +37,15 @@ from mbrl.runtime.validate import validate
 # Config groups select a file or a registered config; a resumed run cannot switch them (the
 # key that names each choice in a saved config).
 GROUPS = {"env": "name", "algorithm": "name", "model": "name", "agent": "_target_"}
-PLUGINS_VAR = "FLOWMBPO_PLUGINS"
 
 
 def import_plugins() -> None:
-    """Import the modules ``$FLOWMBPO_PLUGINS`` names (comma-separated) before hydra composes
-    the config: a model or agent of your own registers itself there (docs/model.md)."""
-    for name in filter(None, (n.strip() for n in os.environ.get(PLUGINS_VAR, "").split(","))):
-        try:
-            importlib.import_module(name)
-        except ImportError as err:
-            fail(ConfigError(f"{PLUGINS_VAR}: cannot import {name!r}: {err}"))
+    """Import the modules ``$FLOWMBPO_PLUGINS`` names before hydra composes the config: a
+    model, agent or env of your own registers itself there (docs/model.md)."""
+    try:
+        plugins.import_plugins(plugins.requested())
+    except plugins.PluginError as err:
+        fail(err)
 
 
 def rank_argv(argv: list[str]) -> list[str]:
@@ -78,9 +77,12 @@ def register_resolvers() -> None:
         # Multirun job folders are named after their overrides; long override lists would
         # exceed the file-name limit, so they are cut and made unique with a hash.
         OmegaConf.register_new_resolver("short_dirname", short_dirname)
-    if not OmegaConf.has_resolver("env_choices"):
-        # --help lists the envs registered (mbrl.envs.register_env), a plug-in's too.
-        OmegaConf.register_new_resolver("env_choices", lambda: ", ".join(sorted(ENVS)))
+    # --help lists the envs, models and agents registered, a plug-in's too.
+    for group, registered in (("env", ENVS), ("model", MODELS), ("agent", AGENTS)):
+        if not OmegaConf.has_resolver(f"{group}_choices"):
+            OmegaConf.register_new_resolver(
+                f"{group}_choices", lambda r=registered: ", ".join(sorted(r))
+            )
     if not OmegaConf.has_resolver("hydra_subdir"):
         # Keep the original .hydra/ of a resumed run; the resume's own goes beside it.
         OmegaConf.register_new_resolver(
@@ -110,7 +112,9 @@ def resolve(cfg: DictConfig, overrides: list[str]) -> Config:
     """The validated config of this run; for ``resume=DIR`` the saved one plus ``overrides``."""
     resume = cfg.get("resume")
     if resume is None:
-        return validate(cfg)
+        config = validate(cfg)
+        config.plugins = {**config.plugins, **plugins.IMPORTED}  # (kept in its config.yaml)
+        return config
     saved_path = os.path.join(str(resume), "config.yaml")
     if not os.path.isfile(saved_path):
         raise ConfigError(
@@ -139,12 +143,17 @@ def resolve(cfg: DictConfig, overrides: list[str]) -> Config:
         OmegaConf.update(saved, key, OmegaConf.select(cfg, key), force_add=True)
     saved.resume = str(resume)
     try:
-        return validate(saved)
+        plugins.import_saved(saved, f"resume={resume!r}")
+        config = validate(saved)
+    except plugins.PluginError:  # (a module of the run's is missing, not a version mismatch)
+        raise
     except ConfigError as err:
         raise ConfigError(
             f"resume={resume!r}: the run's saved config does not fit this version of FlowMBPO "
             f"({err}); a run written by an older version cannot be resumed by this one"
         ) from None
+    config.plugins = {**config.plugins, **plugins.IMPORTED}
+    return config
 
 
 def _literal_run_dir(config: DictConfig, cfg: Config) -> str | None:
@@ -155,6 +164,20 @@ def _literal_run_dir(config: DictConfig, cfg: Config) -> str | None:
     raw = OmegaConf.to_container(config.hydra.run, resolve=False)
     run_dir = raw.get("dir") if isinstance(raw, dict) else None
     return run_dir if isinstance(run_dir, str) and "${" not in run_dir else None
+
+
+def _refuse_nothing_to_do(cfg: Config, step: int) -> None:
+    """A resume whose total_steps the checkpoint has reached stops at once (no compile)."""
+    if cfg.total_steps > step or cfg.profile.enabled:
+        return
+    from mbrl.runtime.report import resume_command
+
+    assert cfg.resume is not None
+    raise ConfigError(
+        f"resume={cfg.resume!r} is at step {step:,} and total_steps={cfg.total_steps} leaves "
+        f"nothing to do; to extend it: {resume_command(cfg.resume)} "
+        f"total_steps=<more than {step}>"
+    )
 
 
 def check_before_start(config: DictConfig, lock: bool = True) -> Config:
@@ -169,6 +192,7 @@ def check_before_start(config: DictConfig, lock: bool = True) -> Config:
         path = os.path.join(cfg.resume, "ckpt", "last.pt")
         state = load(path, env_name=cfg.env.name, mmap=True)
         check_layout(state, cfg.resume, world, cfg.env.num_envs)
+        _refuse_nothing_to_do(cfg, int(state["step"]))
     env = make_env(cfg.env.name, cfg.env.max_episode_steps, version=cfg.env.version)
     dims = env_dims(env)
     env.close()

@@ -41,7 +41,7 @@ def adam(
 
     The fused kernel is faster than torch's default per-tensor Adam (docs/benchmarks.md).
     """
-    cls = torch.optim.AdamW if decoupled else torch.optim.Adam
+    cls = AdamW if decoupled else Adam
     items: list[Any] = list(params)
     first = items[0]["params"][0] if isinstance(items[0], dict) else items[0]
     capturable = first.device.type == "cuda"
@@ -49,13 +49,32 @@ def adam(
         opt = cls(items, lr=lr, weight_decay=weight_decay, fused=True, capturable=capturable)
     except (RuntimeError, ValueError):  # a device or dtype without a fused kernel
         opt = cls(items, lr=lr, weight_decay=weight_decay, capturable=capturable)
-    # torch < 2.13 warns at the first step run outside a graph that capturable "can impair
-    # performance": every graphed step has eager warm-up steps before its capture, and a
-    # fused step keeps its step counts on the device whether capturable or not (CUDA has a
-    # fused kernel for every float dtype, so the unfused fallback is a CPU one). torch 2.13
-    # sets this flag in the constructor and no longer warns; set it for older versions too.
-    opt._warned_capturable_if_run_uncaptured = True
     return opt
+
+
+# torch warns at a capturable optimizer's first step outside a CUDA graph that capturable "can
+# impair performance" (Optimizer._accelerator_graph_capture_health_check, 2.13; earlier
+# _cuda_graph_capture_health_check), unless `_warned_capturable_if_run_uncaptured` is set. Its
+# constructor sets it (2.11 and 2.13 alike), but __getstate__ leaves it out, so a copy
+# (copy.deepcopy: the compile warm-ups' twins of the agent and the fit step) warned at its
+# first eager step. Capturable is meant here (each graphed step has eager warm-up steps
+# before its capture), so a copy keeps the flag as the original has it.
+
+
+class Adam(torch.optim.Adam):
+    """torch's Adam, whose copies do not warn about capturable (above)."""
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        self._warned_capturable_if_run_uncaptured = True
+
+
+class AdamW(torch.optim.AdamW):
+    """torch's AdamW, whose copies do not warn about capturable (above)."""
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        self._warned_capturable_if_run_uncaptured = True
 
 
 class GuardedStep:

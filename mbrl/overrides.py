@@ -8,6 +8,7 @@ these is answered here instead, in one line with the closest real name, exit cod
 from __future__ import annotations
 
 import contextlib
+import copy
 import difflib
 import os
 import sys
@@ -15,15 +16,22 @@ from collections.abc import Mapping
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import ChoiceSweep, Sweep
+from omegaconf import BooleanNode, DictConfig, FloatNode, IntegerNode, ListConfig
+from omegaconf.errors import OmegaConfBaseException
 
 from mbrl.agents import AGENTS
 from mbrl.config import ConfigError
 from mbrl.models import MODELS
 from mbrl.runtime import distributed
-from mbrl.runtime.validate import check_key
+from mbrl.runtime.validate import check_key, schema_for
 
 # conf/'s folders and the groups registered in code (agents, models)
 CONFIG_GROUPS = ("env", "algorithm", "agent", "model", "algorithm_env", "model_env")
+# Groups a plug-in module registers choices of (register_env, register_model, register_agent)
+PLUGIN_GROUPS = ("env", "model", "agent")
+PLUGIN_HINT = " (your own {0}: name its module in FLOWMBPO_PLUGINS, docs/model.md)"
 SHORTHANDS = {"profile=true": "profile.enabled=true", "profile=false": "profile.enabled=false"}
 
 # Hydra's own command-line flags; anything else starting with "-" is a mistyped override.
@@ -62,22 +70,37 @@ def refuse_flags(argv: list[str]) -> None:
             )
 
 
-def refuse_unknown_overrides(argv: list[str], conf_dir: str) -> None:
+def refuse_unknown_overrides(argv: list[str], conf_dir: str) -> list[str]:
     """Before hydra: an override of a key the config does not have, with or without ``+``,
-    or a config group's choice that is not one of its files (``env=hoper``), stops with one
-    message naming the closest real one."""
-    model, agent = _chosen_target(argv, "model", MODELS), _chosen_target(argv, "agent", AGENTS)
-    for arg in argv[1:]:
+    a config group's choice that is not one of its files (``env=hoper``), or a value of the
+    wrong type stops with one message naming the closest real one. Returns ``argv`` as
+    :func:`check_overrides` reads it (``1e4`` as ``10000`` for an integer key)."""
+    try:
+        return argv[:1] + check_overrides(argv[1:], conf_dir)
+    except ConfigError as err:
+        fail(err)
+        raise  # (unreachable: fail exits)
+
+
+def check_overrides(overrides: list[str], conf_dir: str) -> list[str]:
+    """A ConfigError for the first override of an unknown key or group choice, or of a value
+    of the wrong type (options and other arguments are skipped); scripts/seeds.py checks its
+    overrides with it too. Returns them with integral floats of integer keys as integers
+    (``total_steps=1e4`` -> ``total_steps=10000``)."""
+    args = ["", *overrides]  # (argv's shape: _chosen_target skips the program's name)
+    model, agent = _chosen_target(args, "model", MODELS), _chosen_target(args, "agent", AGENTS)
+    out = []
+    for arg in overrides:
+        key = override_key(arg)
         if arg.startswith("-") or "=" not in arg:
-            continue
-        key, value = override_key(arg), arg.split("=", 1)[1]
-        try:
-            if key in CONFIG_GROUPS:
-                check_choice(key, value, conf_dir)
-            elif key.split(".")[0].split("/")[0] != "hydra":  # (hydra's own: hydra/launcher=)
-                check_key(key, model, agent)
-        except ConfigError as err:
-            fail(err)
+            pass
+        elif key in CONFIG_GROUPS:
+            check_choice(key, arg.split("=", 1)[1], conf_dir)
+        elif key.split(".")[0].split("/")[0] != "hydra":  # (hydra's own: hydra/launcher=)
+            check_key(key, model, agent)
+            arg = check_value(arg, schema_for(model, agent))
+        out.append(arg)
+    return out
 
 
 def group_choices(group: str, conf_dir: str) -> list[str]:
@@ -101,9 +124,10 @@ def check_choice(group: str, value: str, conf_dir: str) -> None:
         if one not in choices:
             close = difflib.get_close_matches(one, choices, n=1)
             hint = f"did you mean {close[0]}? " if close else ""
+            mine = "" if close or group not in PLUGIN_GROUPS else PLUGIN_HINT.format(group)
             raise ConfigError(
                 f"{group}={one!r} is not one of the {group} choices; {hint}choose one of: "
-                f"{', '.join(choices)}"
+                f"{', '.join(choices)}{mine}"
             )
 
 
@@ -149,3 +173,55 @@ def resume_folders(argv: list[str]) -> list[str]:
             arg = f"resume={run or '.'}"
         out.append(arg)
     return out
+
+
+# What a key of each node type takes, for the message of a value of another type
+KINDS = {IntegerNode: "an integer", FloatNode: "a number", BooleanNode: "true or false"}
+
+
+def check_value(arg: str, root: DictConfig) -> str:
+    """A ConfigError for ``arg``'s value (each of a sweep's ``a,b``) when the key's type
+    cannot take it, or for ``+key=`` of a key the config has; returns ``arg``, an integral
+    float of an integer key as an integer (``1e4`` -> ``10000``: how people write steps)."""
+    try:
+        override = OverridesParser.create().parse_override(arg)
+    except Exception:  # (a syntax error is left to hydra)
+        return arg
+    key, text = override.key_or_group, arg.split("=", 1)[1]
+    if override.is_add() and not override.is_force_add():
+        raise ConfigError(
+            f"{arg!r} adds a key, and {key} is one already: write {key}={text} (hydra's '+' "
+            "is for a key the config lacks)"
+        )
+    node: Any = root
+    for part in key.split("."):
+        node = node._get_node(part)
+    value = override.value()
+    values: list[Any] = list(value.list) if isinstance(value, ChoiceSweep) else [value]
+    ranged = isinstance(value, Sweep) and not isinstance(value, ChoiceSweep)
+    if ranged or isinstance(node, DictConfig):
+        return arg  # (range and glob sweeps, mappings: hydra checks them)
+    integral = [
+        isinstance(node, IntegerNode) and isinstance(v, float) and v.is_integer() for v in values
+    ]
+    values = [int(v) if i else v for v, i in zip(values, integral, strict=True)]
+    for v in values:
+        try:
+            copy.deepcopy(node)._set_value(v)
+        except OmegaConfBaseException:
+            kind = _kind(key, node, v)
+            raise ConfigError(f"{key}={text} is not allowed; it must be {kind}") from None
+    if not any(integral):
+        return arg
+    return f"{arg.split('=', 1)[0]}={','.join(map(str, values))}"
+
+
+def _kind(key: str, node: Any, value: Any) -> str:
+    if isinstance(node, ListConfig):
+        element = getattr(node._metadata.element_type, "__name__", "value")
+        example = f"[{value},{value}]" if not isinstance(value, list) else "[...]"
+        return f"a list of {element} values, e.g. {key}={example}"
+    kind = next((k for t, k in KINDS.items() if isinstance(node, t)), f"a {type(node).__name__}")
+    if isinstance(node, IntegerNode) and isinstance(value, float):
+        return f"{kind} (1e4 or 1.5e3 is read as 10000 or 1500; a fraction is not an integer)"
+    return kind if value is not None else f"{kind}, not null"

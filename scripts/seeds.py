@@ -25,6 +25,7 @@ CUDA MPS, whose daemon it starts for them and quits once they have stopped (docs
 from __future__ import annotations
 
 import argparse
+import glob
 import itertools
 import json
 import os
@@ -113,14 +114,18 @@ def check(
     from hydra import compose, initialize_config_dir
 
     from mbrl.launch import register_resolvers
+    from mbrl.overrides import check_overrides
     from mbrl.runtime.utils import resolve_device
     from mbrl.runtime.validate import validate
 
     register_resolvers()
     totals, device = set(), "cpu"
-    with initialize_config_dir(config_dir=os.path.join(ROOT, "conf"), version_base=None):
+    conf = os.path.join(ROOT, "conf")
+    check_overrides(base, conf)  # every run's, as train.py checks them (a typo: the closest)
+    with initialize_config_dir(config_dir=conf, version_base=None):
         for arm in arms:
             try:
+                check_overrides([*base, *arm.overrides], conf)
                 where = ["device=cpu"] if report_only else []
                 cfg = validate(compose("config", overrides=[*base, *arm.overrides, *where]))
             except Exception as err:  # (hydra's and ours: one line each)
@@ -130,6 +135,19 @@ def check(
     if len(totals) > 1:
         raise ValueError(f"the variants' total_steps differ ({sorted(totals)}); set --steps")
     return totals.pop(), device
+
+
+def import_plugins(out: str) -> None:
+    """$FLOWMBPO_PLUGINS's modules and those the campaign's runs saved in their configs
+    (a campaign continued without the variable), passed on to the runs this one starts."""
+    from omegaconf import OmegaConf
+
+    from mbrl import plugins
+
+    plugins.import_plugins(plugins.requested())
+    for path in sorted(glob.glob(os.path.join(out, "runs", "*", "*", "config.yaml"))):
+        plugins.import_saved(OmegaConf.load(path), path)
+    os.environ.update(plugins.environment())
 
 
 def manifest(out: str, base: list[str], arms: list[Variant], seeds: list[int]) -> dict:
@@ -175,6 +193,7 @@ def main() -> int:
         budget = parse_duration(args.budget) if args.budget else None
         if args.procs is not None and args.procs < 1:
             raise ValueError(f"--procs {args.procs}: give 1 or more")
+        import_plugins(args.out)
         steps, device = check(args.overrides, arms, args.steps, args.report_only)
         plan = manifest(args.out, args.overrides, arms, seeds)
     except ValueError as err:

@@ -46,6 +46,6 @@ def main(cfg: DictConfig) -> float:
 if __name__ == "__main__":
     refuse_flags(sys.argv)
     argv = resume_folders(expand_shorthands(sys.argv))
-    refuse_unknown_overrides(argv, CONF)
+    argv = refuse_unknown_overrides(argv, CONF)
     sys.argv = rank_argv(argv)
     main()

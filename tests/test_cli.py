@@ -9,6 +9,7 @@ import re
 import subprocess
 
 from mbrl.envs import ENVS
+from mbrl.overrides import check_overrides
 from mbrl.tools.config_reference import builtin_models
 
 # The default algorithm (MBPO + flow model), shrunk to seconds: model phases at 100 and 200.
@@ -52,9 +53,14 @@ def test_bad_env_and_bad_value_fail_fast_without_a_folder(
         (["total_step=1000"], "did you mean total_steps?"),
         (["+model.member=3"], "did you mean model.members?"),
         (["--env", "hopper"], "FlowMBPO takes hydra overrides, key=value (here: env=hopper)"),
+        # a value of the wrong type, and hydra's '+' on a key the config has: one line each
+        (["total_steps=abc"], "total_steps=abc is not allowed; it must be an integer"),
+        (["total_steps=1e-3"], "a fraction is not an integer"),
+        (["agent.hidden_sizes=256"], "e.g. agent.hidden_sizes=[256,256]"),
+        (["+seed=3"], "write seed=3 (hydra's '+' is for a key the config lacks)"),
     ]:
         proc = _run([*train_cmd, *args, f"hydra.run.dir={run_dir}"], cwd=str(tmp_path))
-        assert proc.returncode != 0, args
+        assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
         assert expected in proc.stderr, proc.stderr
         if args[0] == "env=nonexistent":
             assert "hopper" in proc.stderr and "pendulum" in proc.stderr  # the allowed ones
@@ -102,7 +108,7 @@ def test_train_then_resume_from_the_command_line(train_cmd: list[str], tmp_path:
     assert "step/s" in proc.stderr and "eval_return" in proc.stderr  # the progress bar
     err = proc.stderr
     # The start block, the phases the bar names, the summary with the resume command.
-    assert "FlowMBPO: MBPO + flow model (3 members, 2 elites) on pendulum" in err
+    assert "FlowMBPO: MBPO + flow model (3 members, 2 elites), agent sac on pendulum" in err
     assert re.search(rf"run folder +{re.escape(run_dir)} \(process \d+\)\n", err)
     assert "tensorboard --logdir" in err and re.search("memory +real buffer", err)
     cores = os.cpu_count() or 1  # the threads it uses, and why (docs/benchmarks.md, Threads)
@@ -142,6 +148,14 @@ def test_train_then_resume_from_the_command_line(train_cmd: list[str], tmp_path:
     assert "total_steps: 450" in text and "name: pendulum" in text
     assert os.path.isfile(os.path.join(run_dir, ".hydra", "overrides.yaml"))  # the original's
 
+    # A resume with nothing left to do is refused at once: one line, the command that extends it.
+    for more in ([], ["total_steps=400"], ["total_steps=450"]):
+        proc = _run([*train_cmd, f"resume={run_dir}", *more], cwd=str(tmp_path))
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1, proc.stderr[-2000:]
+        assert f"is at step 450 and total_steps={more[0][12:] if more else 450}" in lines[0]
+        assert lines[0].endswith(f"resume={run_dir} total_steps=<more than 450>")
+
     # The same run's data, both model kinds, one holdout split.
     compare = train_cmd[-1].replace("train.py", "compare_models.py")
     proc = _run([train_cmd[0], compare, run_dir, "--max-epochs", "1"], cwd=str(tmp_path))
@@ -176,3 +190,14 @@ def test_help_lists_the_groups_a_user_picks(train_cmd: list[str], tmp_path: str)
     assert sorted(line.split(":")[1].split("(")[0].replace(",", " ").split()) == sorted(
         builtin_models()
     )
+
+
+def test_an_integral_float_is_taken_for_an_integer_key(train_cmd: list[str], tmp_path: str) -> None:
+    """``total_steps=1e4`` is how people write steps: 10000 (1.5e3: 1500), in a sweep too."""
+    for arg, want in [("total_steps=1e4", 10000), ("total_steps=1.5e3", 1500)]:
+        proc = _run([*train_cmd, "env=pendulum", arg, "--cfg", "job"], cwd=str(tmp_path))
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert f"\ntotal_steps: {want}\n" in proc.stdout
+    conf = os.path.join(os.path.dirname(train_cmd[-1]), "..", "conf")
+    got = check_overrides(["total_steps=1e3,2.5e3", "model.lr=1e-3", "seed=2"], conf)
+    assert got == ["total_steps=1000,2500", "model.lr=1e-3", "seed=2"]

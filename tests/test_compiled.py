@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import math
 import os
+import subprocess
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -25,7 +28,14 @@ from mbrl.config import ConfigError
 from mbrl.models import DynamicsModel, ModelTrainer
 from mbrl.models.fit_step import minibatches
 from mbrl.models.flow import FlowArchConfig
-from mbrl.runtime.speed import AUTO_COMPILE_UPDATES, resolve_compile
+from mbrl.runtime import speed
+from mbrl.runtime.speed import (
+    AUTO_COMPILE_UPDATES,
+    BUDGET_WARMUPS,
+    COLD_WARMUP_SECONDS,
+    SAC_UPDATES_PER_S,
+    resolve_compile,
+)
 from mbrl.trainer import Trainer
 
 from test_trainer import _rows, tiny_config
@@ -176,9 +186,51 @@ def test_compile_auto_compiles_runs_long_enough_to_repay_the_warm_up() -> None:
     long = tiny_config(total_steps=100 + need // 20, **g)
     choice = resolve_compile(long, cpu, 1, "off")
     assert choice.on and not choice.graphs and "auto" in choice.why
+    eager, compiled = SAC_UPDATES_PER_S["cpu"]  # the measured gain it rests on, and says
+    assert compiled > eager and f"compiled {compiled / eager:.2f}x eager" in choice.why
+    # the break-even: the time the updates save repays the cold warm-up
+    assert need == math.ceil(COLD_WARMUP_SECONDS["cpu"] / (1 / eager - 1 / compiled))
     forced = tiny_config(compile="true")
     assert resolve_compile(forced, cpu, 1, "off").on
     assert not resolve_compile(tiny_config(compile="false"), cpu, 1, "off").on
+
+
+def test_compile_auto_never_picks_a_path_measured_slower(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(SAC_UPDATES_PER_S, "cpu", (50.0, 46.5))  # compiled 0.93x eager
+    monkeypatch.setitem(AUTO_COMPILE_UPDATES, "cpu", speed._break_even("cpu"))
+    cfg = tiny_config(total_steps=10**6, **{"algorithm.updates_per_step": 20})
+    choice = resolve_compile(cfg, torch.device("cpu"), 1, "off")
+    assert not choice.on and "the compiled SAC update, 0.93x eager measured on cpu" in choice.why
+
+
+def test_compile_auto_leaves_a_short_max_minutes_to_training() -> None:
+    """max_minutes bounds the warm-up too: compile=auto does not compile when the budget is
+    under BUDGET_WARMUPS cold warm-ups of the device; compile=true compiles and says that
+    the warm-up counts into the budget."""
+    g = {"algorithm.updates_per_step": 20, "total_steps": 100 + AUTO_COMPILE_UPDATES["cpu"]}
+    for device in (torch.device("cpu"), torch.device("cuda")):  # (a decision: no GPU needed)
+        edge = BUDGET_WARMUPS * COLD_WARMUP_SECONDS[device.type] / 60
+        short, enough = (tiny_config(max_minutes=m, **g) for m in (0.99 * edge, edge))
+        choice = resolve_compile(short, device, 1, "off")
+        assert not choice.on and f"max_minutes={0.99 * edge:g} is under" in choice.why
+        assert resolve_compile(enough, device, 1, "off").on
+        forced = resolve_compile(tiny_config(compile="true", max_minutes=0.5), device, 1, "off")
+        assert forced.on and "the warm-up counts into it" in forced.why
+
+
+def test_a_run_with_a_short_max_minutes_trains_at_once(train_cmd: list[str], tmp_path: str) -> None:
+    """A long run (compile=auto would compile it) under max_minutes=0.1: no compile warm-up,
+    it stops after its 6 s with a checkpoint, far inside one cold warm-up (minutes)."""
+    run = os.path.join(tmp_path, "run")
+    args = ["env=pendulum", "total_steps=100000", "max_minutes=0.1", "device=cpu",
+            "logger.progress=false", f"hydra.run.dir={run}"]  # fmt: skip
+    t0 = time.monotonic()
+    proc = subprocess.run([*train_cmd, *args], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "compile      off (auto: max_minutes=0.1 is under" in proc.stderr
+    assert "compiling" not in proc.stderr and "max_minutes=0.1 reached" in proc.stderr
+    assert os.path.isfile(os.path.join(run, "ckpt", "last.pt"))
+    assert time.monotonic() - t0 < COLD_WARMUP_SECONDS["cpu"] / 2
 
 
 def test_strict_mode_turns_a_compile_failure_into_an_error_naming_its_cause(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 PACKAGES = ("mbrl", "flows")
@@ -200,3 +201,30 @@ def test_the_layout_page_names_files_that_exist() -> None:
                 rel = os.path.join(pkg, name)
                 listed = any(n == rel or n.startswith(rel) for n in named)
                 assert listed, f"{rel} not in docs/layout.md"
+
+
+def test_the_files_the_library_and_docs_point_to_exist() -> None:
+    """Every ``mbrl/...py`` or ``flows/...py`` path a library file, the README or the page on
+    changing the code names (docs/benchmarks.md's history names files since removed)."""
+    pages = [os.path.join(ROOT, "README.md"), os.path.join(ROOT, "docs", "model.md")]
+    missing = []
+    for path in [*_modules().values(), *pages]:
+        with open(path, encoding="utf-8") as f:
+            for named in re.findall(r"\b((?:mbrl|flows)/[\w/]+\.py)\b", f.read()):
+                if not os.path.isfile(os.path.join(ROOT, named)):
+                    missing.append(f"{os.path.relpath(path, ROOT)}: {named}")
+    assert not missing, missing
+
+
+def test_the_python_examples_of_the_docs_import_what_they_use() -> None:
+    """In each python block of docs/model.md, the module or name a class derives from
+    (``nn.Module``, ``SAC``) is imported or defined in the block."""
+    with open(os.path.join(ROOT, "docs", "model.md"), encoding="utf-8") as f:
+        blocks = re.findall(r"```python\n(.*?)```", f.read(), re.S)
+    assert blocks
+    for block in blocks:
+        imported = re.findall(r"^from [\w.]+ import (.+)$|^import ([\w.]+)", block, re.M)
+        known = {n.strip() for a, b in imported for n in (a or b).split(",")}
+        known |= set(re.findall(r"^(?:class|def) (\w+)", block, re.M))
+        bases = re.findall(r"^class \w+\(([\w.]+)\)", block, re.M)
+        assert {b.split(".")[0] for b in bases} <= known, (bases, known)

@@ -4,6 +4,7 @@ device (no host sync), so that a bad batch never reaches the weights or Adam's m
 from __future__ import annotations
 
 import copy
+import os
 import warnings
 
 import pytest
@@ -34,7 +35,7 @@ def test_adam_is_torchs_fused_adam(decoupled: bool) -> None:
     cls = torch.optim.AdamW if decoupled else torch.optim.Adam
     ref_opt = cls(_groups(ref), lr=1e-3, weight_decay=0.0, foreach=False)  # type: ignore[arg-type]
     opt = adam(_groups(mine), 1e-3, decoupled=decoupled)
-    assert type(opt) is cls and opt.defaults["fused"] and not opt.defaults["capturable"]
+    assert isinstance(opt, cls) and opt.defaults["fused"] and not opt.defaults["capturable"]
     x = torch.randn(16, 4)
     for _ in range(5):
         for model, o in ((ref, ref_opt), (mine, opt)):
@@ -60,6 +61,41 @@ def test_a_capturable_adam_steps_eagerly_without_a_warning() -> None:
             opt.zero_grad()
             model(x).square().mean().backward()
             opt.step()
+    assert not [w for w in seen if "capturable" in str(w.message)], [str(w.message) for w in seen]
+
+
+@pytest.mark.parametrize("decoupled", [False, True])
+def test_a_copy_of_the_optimizer_keeps_torchs_warned_flag(decoupled: bool) -> None:
+    """torch warns that capturable "can impair performance" at an eager step exactly when
+    ``_warned_capturable_if_run_uncaptured`` is unset (its graph-capture health check; the
+    constructor sets it, torch's __getstate__ drops it). The compile warm-ups step a
+    deepcopy of the agent and of the fit step: the copy must keep it. A plain torch Adam's
+    copy shows the flag is lost without our class."""
+    plain = torch.optim.AdamW if decoupled else torch.optim.Adam
+    lost = copy.deepcopy(plain(_model().parameters(), lr=1e-3))
+    assert not getattr(lost, "_warned_capturable_if_run_uncaptured", False)
+    opt = adam(_groups(_model()), 1e-3, decoupled=decoupled)
+    twin = copy.deepcopy(opt)
+    assert getattr(twin, "_warned_capturable_if_run_uncaptured", False) is True
+    assert twin.state_dict() == opt.state_dict()
+
+
+@pytest.mark.cuda
+def test_a_compiled_graphed_run_starts_without_a_capturable_warning(tmp_path: str) -> None:
+    """The start of a compiled MBPO run on CUDA (both warm-ups, the first model fit, graphed
+    SAC updates): no warning that capturable "can impair performance"."""
+    from mbrl.trainer import Trainer
+
+    from test_trainer import tiny_config
+
+    overrides = {"device": "cuda", "compile": "true", "total_steps": 300, "algorithm.name": "mbpo",
+                 "mbpo.model_train_freq": 100, "rollout.batch_size": 100, "model.members": 3,
+                 "model.elites": 2, "model.max_epochs": 2}  # fmt: skip
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        trainer = Trainer(tiny_config("pendulum", **overrides), os.path.join(tmp_path, "run"))
+        trainer.run()
+    assert trainer.sac_updates.ran.startswith("compiled, graphed"), trainer.sac_updates.ran
     assert not [w for w in seen if "capturable" in str(w.message)], [str(w.message) for w in seen]
 
 

@@ -176,8 +176,15 @@ def test_a_signal_stops_every_run_with_a_checkpoint(tmp_path: str, sig: int) -> 
 
 def test_bad_input_is_refused_before_any_run(tmp_path: str) -> None:
     out = os.path.join(tmp_path, "camp")
-    res = seeds(out, "--vary", "model=gausian")
-    assert res.returncode == 2 and "model=gausian" in res.stderr
+    for args, close in [
+        (["--vary", "model=gausian"], "model='gausian' is not one of the model choices; did you "
+         "mean gaussian?"),
+        (["--variant", "rollout.max_lenght=3"], "did you mean rollout.max_length?"),
+        (["--vary", "model=flow", "total_step=3"], "did you mean total_steps?"),  # every run's
+    ]:  # fmt: skip
+        res = seeds(out, *args)
+        lines = res.stderr.strip().splitlines()
+        assert res.returncode == 2 and len(lines) == 1 and close in lines[0], res.stderr
     assert not os.path.exists(os.path.join(out, "runs"))
     with pytest.raises(ValueError, match="--seeds"):
         parse_seeds("a-b")

@@ -1,4 +1,5 @@
-"""Each batched termination function agrees with the real env's ``terminated`` flag."""
+"""Each batched termination function agrees with the real env's ``terminated`` flag; an env
+whose random episodes never end must end no state far from theirs either (it cannot terminate)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,6 @@ import torch
 from gymnasium.envs.mujoco.mujoco_env import MujocoEnv
 
 from mbrl.envs import ENVS, env_spec, make_env
-
-# Envs whose random-action episodes end by termination on their own within a few hundred steps.
-FALLS_BY_ITSELF = {"hopper", "walker2d", "humanoid", "inverted_pendulum"}
 
 
 def _collect(
@@ -51,10 +49,34 @@ def test_termination_matches_env(name: str, version: str) -> None:
     pred = fn(torch.as_tensor(obs), torch.as_tensor(act), torch.as_tensor(next_obs)).numpy()
     assert pred.dtype == np.bool_ and pred.shape == terminated.shape
     np.testing.assert_array_equal(pred, terminated)
-    if name in FALLS_BY_ITSELF or name == "ant":
-        assert terminated.any() and not terminated.all(), "need both kinds of transitions"
-    else:
+    if terminated.any():  # the env ends episodes (by itself, or pushed: ant)
+        assert not terminated.all(), "need both kinds of transitions"
+    else:  # none ended: the env never terminates, or the episodes missed its states
+        assert not _fires_far_away(name, obs, act), (
+            f"{name}: random episodes never terminated, but its termination function fires "
+            "on states far from theirs: make _collect push the env into such states (as ant)"
+        )
+
+
+def test_an_env_that_can_terminate_is_told_from_one_that_cannot() -> None:
+    """What decides, for a new env, whether its episodes had to show terminations: a few
+    steps of Hopper (none ended yet) are caught, HalfCheetah and Pendulum never end."""
+    for name, can in [("hopper", True), ("halfcheetah", False), ("pendulum", False)]:
+        obs, act, _, terminated = _collect(name, steps=10)
         assert not terminated.any()
+        assert _fires_far_away(name, obs, act) == can, name
+
+
+def _fires_far_away(name: str, obs: np.ndarray, act: np.ndarray) -> bool:
+    """Whether the env's termination function ends any state far outside the episodes'
+    ``obs``: each entry scaled up to 1000x and shifted on its own, where a rule on a body's
+    height, an angle or a state bound would fire. No env-specific list: the function
+    itself says whether the env can terminate."""
+    gen = torch.Generator().manual_seed(0)
+    o = torch.as_tensor(obs[:200])
+    scale = 10 ** torch.randint(0, 4, o.shape, generator=gen)
+    far = o * scale + torch.randn(o.shape, generator=gen) * scale
+    return bool(env_spec(name).termination_fn(far, torch.as_tensor(act[:200]), far).any())
 
 
 def test_termination_is_batched_and_checks_shapes() -> None:

@@ -34,6 +34,12 @@ def agent_config(name: str, **values: Any) -> AgentConfig:
     return AGENTS.lookup(name)(**values)
 
 
+def agent_name(target: str) -> str:
+    """The name ``agent=<name>`` gives the class ``target`` names (its class name if none)."""
+    names = [name for name, config in AGENTS.items() if config._target_ == target]
+    return names[0] if names else target.rpartition(".")[2]
+
+
 def agent_class(target: str) -> type[Any]:
     """The class ``agent._target_`` names (:class:`~mbrl.agents.sac.SAC` or a subclass of
     it); a ConfigError when it cannot be imported or has no ``config`` (an AgentConfig

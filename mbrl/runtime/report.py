@@ -50,10 +50,14 @@ RAN_NAMES = {"speed/sac_update": "SAC update", "speed/model_fit": "model fit"}
 
 
 def _what(t: Run) -> str:
+    from mbrl.agents.register import agent_name
+
     cfg = t.cfg
+    agent = f"agent {agent_name(cfg.agent._target_)}"
     if cfg.algorithm.name == "sac":
-        return "SAC"
-    return f"MBPO + {cfg.model.name} model ({cfg.model.members} members, {cfg.model.elites} elites)"
+        return f"model-free SAC, {agent}"
+    m = cfg.model
+    return f"MBPO + {m.name} model ({m.members} members, {m.elites} elites), {agent}"
 
 
 def compile_line(t: Run) -> str:

@@ -1,9 +1,11 @@
 """How a run is made fast: ``amp=auto`` per component and ``compile=auto``, each decided from
-the config and the device alone (so a resumed run decides as the original did), with the
-measurements behind each rule in docs/benchmarks.md."""
+the config and the device alone (so a resumed run decides as the original did, unless its own
+``max_minutes`` is too short to compile in), with the measurements behind each rule in
+docs/benchmarks.md."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -23,14 +25,30 @@ AUTO_AMP: dict[str, dict[str, str]] = {
     "cuda": {"sac": "off", "model": "bf16"},
 }
 
-# compile=auto compiles when a run has at least this many SAC updates: where the time saved
-# per update repays the warm-up of compiling the SAC update and the flow's fit step with a cold
-# inductor cache (docs/benchmarks.md: on the 2-core CPU ~48 s cold, ~9 s warm, against ~3 ms
-# saved per update: ~15 000 updates). CUDA, measured on an H200 (docs/benchmarks.md,
-# 2026-11-26): cold warm-ups of 9.6 s (SAC) and 23.2 s (the flow's fit) against 4.3 ms saved
-# per update (eager 216 updates/s, compiled and graphed 3,311): ~7 600 updates, counting none
-# of the ~25x faster flow fit's own saving.
-AUTO_COMPILE_UPDATES = {"cpu": 20_000, "cuda": 8_000}
+# compile=auto rests on measurements of each kind of machine: the G-update SAC block's
+# updates/s eager and compiled, side by side (scripts/bench.py --sac-only), and the warm-up's
+# compiles with an empty inductor cache (the SAC update and the flow's fit step), seconds.
+# CPU, the 2-core CPU beside other jobs (load average 4-5), 2026-11-27: 39.8 eager, 56.9
+# compiled (1.43x); cold warm-up 76 s + 227 s (README). CUDA, an H200 (docs/benchmarks.md,
+# 2026-11-26): 216 eager, 3,311 compiled and graphed; cold warm-up 9.6 s + 23.2 s.
+SAC_UPDATES_PER_S = {"cpu": (39.8, 56.9), "cuda": (216.0, 3311.0)}  # (eager, compiled)
+COLD_WARMUP_SECONDS = {"cpu": 304.0, "cuda": 33.0}
+
+
+def _break_even(device: str) -> int | None:
+    """SAC updates whose saved time repays a cold warm-up (None: compiled measured slower),
+    counting none of the compiled model fit's own saving."""
+    eager, compiled = SAC_UPDATES_PER_S[device]
+    saved = 1 / eager - 1 / compiled
+    return math.ceil(COLD_WARMUP_SECONDS[device] / saved) if saved > 0 else None
+
+
+# compile=auto compiles a run with at least this many SAC updates (CPU ~40 300, CUDA ~7 600).
+AUTO_COMPILE_UPDATES = {d: _break_even(d) for d in SAC_UPDATES_PER_S}
+# max_minutes bounds the whole process, warm-up included: compile=auto compiles only when the
+# budget holds BUDGET_WARMUPS cold warm-ups (compiling repays itself over a run several times
+# longer than its warm-up).
+BUDGET_WARMUPS = 5
 
 
 def resolve_amp(amp: str, device: torch.device, component: str = "sac") -> str:
@@ -63,18 +81,38 @@ def resolve_compile(cfg: Config, device: torch.device, world: int, amp: str) -> 
     stays outside graphs) and amp=fp16 (GradScaler reads its scale on the host)."""
     if cfg.compile == "false":
         return CompileChoice(False, False, "off (compile=false)")
-    updates = sac_updates_of(cfg)
+    updates, short = sac_updates_of(cfg), short_budget(cfg, device)
     if cfg.compile == "auto":
-        need = AUTO_COMPILE_UPDATES.get(device.type, AUTO_COMPILE_UPDATES["cpu"])
+        kind = device.type if device.type in AUTO_COMPILE_UPDATES else "cpu"
+        need, (eager, compiled) = AUTO_COMPILE_UPDATES[kind], SAC_UPDATES_PER_S[kind]
+        gain = f"{compiled / eager:.2f}x eager measured on {kind}"
+        if need is None:
+            return CompileChoice(False, False, f"off (auto: the compiled SAC update, {gain})")
         if updates < need:
-            return CompileChoice(False, False, f"off (auto: {updates:,} SAC updates < {need:,})")
-        why = f"on (auto: {updates:,} SAC updates >= {need:,})"
+            return CompileChoice(
+                False, False, f"off (auto: {updates:,} SAC updates < {need:,} that repay a cold "
+                f"warm-up of ~{COLD_WARMUP_SECONDS[kind]:.0f} s at {gain})"
+            )  # fmt: skip
+        if short:
+            return CompileChoice(False, False, f"off (auto: {short})")
+        why = f"on (auto: {updates:,} SAC updates >= {need:,}; compiled {gain})"
     else:
-        why = "on (compile=true)"
+        why = "on (compile=true" + (f"; {short}: the warm-up counts into it)" if short else ")")
     graphs = device.type == "cuda" and world == 1 and amp != "fp16"
     if device.type == "cuda":
         why += ", CUDA graphs" if graphs else ", no CUDA graphs (torchrun or amp=fp16)"
     return CompileChoice(True, graphs, why)
+
+
+def short_budget(cfg: Config, device: torch.device) -> str | None:
+    """Why ``max_minutes`` is too short for compiling to pay (None: no limit, or long enough)."""
+    cold = COLD_WARMUP_SECONDS.get(device.type, COLD_WARMUP_SECONDS["cpu"])
+    if cfg.max_minutes is None or 60 * cfg.max_minutes >= BUDGET_WARMUPS * cold:
+        return None
+    return (
+        f"max_minutes={cfg.max_minutes:g} is under {BUDGET_WARMUPS} compile warm-ups with an "
+        f"empty compile cache (~{cold:.0f} s each on {device.type})"
+    )
 
 
 def resolve_speed(cfg: Config, device: torch.device, world: int) -> Speed:

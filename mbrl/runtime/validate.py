@@ -31,6 +31,7 @@ from mbrl.config import (
 )
 from mbrl.envs.specs import ENVS
 from mbrl.models.registry import MODELS, config_class, model_class
+from mbrl.plugins import import_saved
 
 # Keys an older config left null for "the model's default" (the model's config sets them now).
 LEGACY_NULLS = ("weight_decay", "select_by", "normalize_targets")
@@ -238,6 +239,8 @@ def _refuse_unknown_keys(
         if key not in schema:
             _refuse_key(f"{prefix}{key}", root)
         node, known = raw._get_node(key), schema._get_node(key)  # (no interpolation resolved)
+        if isinstance(known, DictConfig) and OmegaConf.get_type(known) is dict:
+            continue  # (a mapping of any keys: `plugins`)
         if isinstance(node, DictConfig) and isinstance(known, DictConfig):
             _refuse_unknown_keys(node, known, root, f"{prefix}{key}.")
 
@@ -278,4 +281,5 @@ def load_config(path: str) -> Config:
     raw = OmegaConf.load(path)
     if not isinstance(raw, DictConfig):
         raise ConfigError(f"{path} does not hold a config mapping")
+    import_saved(raw, "")  # the run's plug-in modules (its model, agent or env)
     return validate(raw)

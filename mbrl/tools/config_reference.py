@@ -204,7 +204,7 @@ def _flat(node: Any, prefix: str = "") -> dict[str, Any]:
     """``{"a": {"b": 1}}`` -> ``{"a.b": 1}``."""
     flat: dict[str, Any] = {}
     for k, v in node.items():
-        if isinstance(v, dict):
+        if isinstance(v, dict) and v:  # (an empty mapping, `plugins`, is a value)
             flat |= _flat(v, f"{prefix}{k}.")
         else:
             flat[f"{prefix}{k}"] = v
