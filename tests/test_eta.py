@@ -285,3 +285,35 @@ def test_the_estimate_after_three_later_fits_holds_for_the_rest_of_a_recorded_ru
     )
     took = sum(r.get(f"time/{p}", 0.0) for r in intervals for p in PROJECTED)
     assert abs(projected / took - 1) < 0.25, (projected, took)
+
+
+class _Bar:
+    """What the clock tells the progress bar (the ETA) and prints above it."""
+
+    def __init__(self) -> None:
+        self.eta_seconds: list[float] = []
+        self.lines: list[str] = []
+
+    def eta(self, seconds: float) -> None:
+        self.eta_seconds.append(seconds)
+
+    def write(self, text: str) -> None:
+        self.lines.append(text)
+
+
+class _Timer:
+    grand = dict.fromkeys(RATES, 1.0)
+
+
+def test_no_estimate_is_printed_at_the_last_step() -> None:
+    """A run whose rates are first all known at its last step has nothing left to estimate:
+    no "about 0.0 s" line (the bar's ETA is 0). One step earlier it prints one."""
+    for at, printed in ((2000, 0), (1999, 1)):
+        clock = RunClock(_cfg())
+        clock.work.done.update({"env": 800.0, "sac": 100.0, "eval": 10.0, "checkpoint": 1.0})
+        clock.work.model_phase(_fit(400, 40), rewarder=False)
+        clock.work.model_phase(_fit(600, 20), rewarder=False)
+        bar = _Bar()
+        clock.tick(bar, _Timer(), at)  # type: ignore[arg-type]
+        assert len(bar.lines) == printed and bar.eta_seconds[-1] >= 0
+        assert all("about 0.0 s" not in line for line in bar.lines)

@@ -230,7 +230,7 @@ class RunClock:
             return
         left = self.seconds_left(timer.grand, env_steps)
         progress.eta(sum(left.values()))
-        if not self.shown:
+        if not self.shown and left:  # (nothing left: the run is at its last step)
             self.shown = True
             progress.write(estimate_text(left, self.work, self.cfg, bool(self.saved)))
 
