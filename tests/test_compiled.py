@@ -11,7 +11,6 @@ import copy
 import math
 import os
 import subprocess
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -181,9 +180,10 @@ def test_compile_auto_compiles_runs_long_enough_to_repay_the_warm_up() -> None:
     cpu = torch.device("cpu")
     need = AUTO_COMPILE_UPDATES["cpu"]
     g = {"algorithm.updates_per_step": 20}  # (tiny_config: 100 initial random steps)
-    short = tiny_config(total_steps=99 + need // 20, **g)
+    steps = -(-need // 20)  # env steps after the random ones that make `need` updates
+    short = tiny_config(total_steps=99 + steps, **g)
     assert not resolve_compile(short, cpu, 1, "off").on
-    long = tiny_config(total_steps=100 + need // 20, **g)
+    long = tiny_config(total_steps=100 + steps, **g)
     choice = resolve_compile(long, cpu, 1, "off")
     assert choice.on and not choice.graphs and "auto" in choice.why
     eager, compiled = SAC_UPDATES_PER_S["cpu"]  # the measured gain it rests on, and says
@@ -220,17 +220,15 @@ def test_compile_auto_leaves_a_short_max_minutes_to_training() -> None:
 
 def test_a_run_with_a_short_max_minutes_trains_at_once(train_cmd: list[str], tmp_path: str) -> None:
     """A long run (compile=auto would compile it) under max_minutes=0.1: no compile warm-up,
-    it stops after its 6 s with a checkpoint, far inside one cold warm-up (minutes)."""
+    it stops after its 6 s of training with a checkpoint."""
     run = os.path.join(tmp_path, "run")
     args = ["env=pendulum", "total_steps=100000", "max_minutes=0.1", "device=cpu",
             "logger.progress=false", f"hydra.run.dir={run}"]  # fmt: skip
-    t0 = time.monotonic()
     proc = subprocess.run([*train_cmd, *args], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "compile      off (auto: max_minutes=0.1 is under" in proc.stderr
     assert "compiling" not in proc.stderr and "max_minutes=0.1 reached" in proc.stderr
     assert os.path.isfile(os.path.join(run, "ckpt", "last.pt"))
-    assert time.monotonic() - t0 < COLD_WARMUP_SECONDS["cpu"] / 2
 
 
 def test_strict_mode_turns_a_compile_failure_into_an_error_naming_its_cause(

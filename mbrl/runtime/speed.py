@@ -28,11 +28,12 @@ AUTO_AMP: dict[str, dict[str, str]] = {
 # compile=auto rests on measurements of each kind of machine: the G-update SAC block's
 # updates/s eager and compiled, side by side (scripts/bench.py --sac-only), and the warm-up's
 # compiles with an empty inductor cache (the SAC update and the flow's fit step), seconds.
-# CPU, the 2-core CPU beside other jobs (load average 4-5), 2026-11-27: 39.8 eager, 56.9
-# compiled (1.43x); cold warm-up 76 s + 227 s (README). CUDA, an H200 (docs/benchmarks.md,
-# 2026-11-26): 216 eager, 3,311 compiled and graphed; cold warm-up 9.6 s + 23.2 s.
-SAC_UPDATES_PER_S = {"cpu": (39.8, 56.9), "cuda": (216.0, 3311.0)}  # (eager, compiled)
-COLD_WARMUP_SECONDS = {"cpu": 304.0, "cuda": 33.0}
+# CPU, the 2-core CPU with nothing else running, 2026-11-27 (docs/benchmarks.md): 40.5 eager,
+# 54.9 compiled (1.36x); cold warm-up 33 s + 74 s. (Beside other jobs, load average 4-5: 39.8
+# and 56.9, a cold warm-up of 76 s + 227 s.) CUDA, an H200 (docs/benchmarks.md, 2026-11-26):
+# 216 eager, 3,311 compiled and graphed; cold warm-up 9.6 s + 23.2 s.
+SAC_UPDATES_PER_S = {"cpu": (40.5, 54.9), "cuda": (216.0, 3311.0)}  # (eager, compiled)
+COLD_WARMUP_SECONDS = {"cpu": 107.0, "cuda": 33.0}
 
 
 def _break_even(device: str) -> int | None:
@@ -43,7 +44,7 @@ def _break_even(device: str) -> int | None:
     return math.ceil(COLD_WARMUP_SECONDS[device] / saved) if saved > 0 else None
 
 
-# compile=auto compiles a run with at least this many SAC updates (CPU ~40 300, CUDA ~7 600).
+# compile=auto compiles a run with at least this many SAC updates (CPU ~16 500, CUDA ~7 600).
 AUTO_COMPILE_UPDATES = {d: _break_even(d) for d in SAC_UPDATES_PER_S}
 # max_minutes bounds the whole process, warm-up included: compile=auto compiles only when the
 # budget holds BUDGET_WARMUPS cold warm-ups (compiling repays itself over a run several times
