@@ -10,7 +10,7 @@ from torch import Tensor, nn
 
 from mbrl.config import ModelConfig
 from mbrl.models.normalizer import Normalizer
-from mbrl.models.registry import build_model
+from mbrl.models.register import build_model
 
 
 class DynamicsModel(nn.Module):

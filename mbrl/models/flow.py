@@ -15,7 +15,7 @@ from flows.defaults import DEFAULTS as FLOW
 from flows.defaults import TRANSFORMS
 from mbrl.config import FlowConfig, ModelConfig
 from mbrl.models.protocol import ToRaw
-from mbrl.models.registry import register_model
+from mbrl.models.register import register_model
 from mbrl.models.scores import density_score, weighted_mean
 
 

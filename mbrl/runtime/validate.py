@@ -30,7 +30,7 @@ from mbrl.config import (
     ModelConfig,
 )
 from mbrl.envs.specs import ENVS
-from mbrl.models.registry import MODELS, config_class, model_class
+from mbrl.models.register import MODELS, config_class, model_class
 from mbrl.plugins import import_saved
 
 # Keys an older config left null for "the model's default" (the model's config sets them now).

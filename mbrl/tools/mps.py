@@ -30,7 +30,7 @@ MODES = ("auto", "on", "off")
 TIMEOUT = 60.0  # seconds for the control command, and for the probe client to join
 # One CUDA client: the daemon starts its server only when a client connects, so a server
 # that cannot start (another user's, a GPU in exclusive mode) shows here, not in every run.
-PROBE = "import torch; torch.ones(1, device='cuda').sum().item()"
+PROBE = "import torch; torch.ones(1, device='cuda').sum().item()"  # sync-ok: a child process
 
 
 def find_tool(name: str) -> str | None:
