@@ -201,7 +201,7 @@ def test_the_rate_past_the_random_steps(tmp_path: str) -> None:
     run = str(tmp_path)
     with open(os.path.join(run, "config.yaml"), "w", encoding="utf-8") as f:
         f.write("algorithm:\n  init_steps: 2000\n")
-    rows = [_row(1000, 90.0, 1.0), _row(2000, 100.0, 1.0), _row(3000, 110.0, 10.0),
+    rows = [_row(1000, 90.0, 1.0), _row(2000, 100.0, 10.0), _row(3000, 110.0, 10.0),
             json.dumps({"step": 3000, "time": 110.5, "eval/return_mean": 1.0}) + "\n",
             _row(4000, 122.0, 11.5, **{"process/gpu_peak_mb": 900.0}),
             _row(5000, 622.0, 12.0),
@@ -210,18 +210,19 @@ def test_the_rate_past_the_random_steps(tmp_path: str) -> None:
         f.writelines(rows)
     got = run_speed(run, since=95.0)  # (the line at 1000 came before this invocation)
     assert got is not None
-    # counted: 2000->3000 (10 s), 3000->4000 (12 s), 5000->6000 (18 s); not 4000->5000
-    assert (got["steps"], got["seconds"]) == (3000, pytest.approx(40.0))
-    assert (got["first"], got["last"]) == (100.0, 640.0)
+    # counted: 3000->4000 (12 s), 5000->6000 (18 s); not 2000->3000 (the first model fit
+    # and compiles), nor 4000->5000 (a stop and a resume)
+    assert (got["steps"], got["seconds"]) == (2000, pytest.approx(30.0))
+    assert (got["first"], got["last"]) == (110.0, 640.0)
     assert got["ran"] == {"speed/sac_update": "eager"} and got["gpu_peak_mb"] == 900.0
     assert run_speed(run, since=700.0) is None
-    other = {**got, "steps": 1000, "seconds": 20.0, "first": 110.0, "last": 650.0}
+    other = {**got, "steps": 1000, "seconds": 20.0, "first": 100.0, "last": 650.0}
     inv = {"mps": True, "gpu_memory_mb": {"before": 500.0, "peak": 4500.0},
            "runs": {"a": {"past_random": got}, "b": {"past_random": other}, "c": {}}}  # fmt: skip
     (line,) = speed_lines([{"runs": {}}, inv])
     assert line.startswith("invocation 2, past the random steps: 2 runs, ")
-    assert f"{(3000 / 40 + 1000 / 20) / 2:,.1f} env steps/s each (median; 50.0-75.0)" in line
-    assert f"{4000 / (650 - 100):,.1f} together; MPS on; ran: sac update eager" in line
+    assert f"{(2000 / 30 + 1000 / 20) / 2:,.1f} env steps/s each (median; 50.0-66.7)" in line
+    assert f"{3000 / (650 - 100):,.1f} together; MPS on; ran: sac update eager" in line
     assert "GPU memory per run: 900-900 MB" in line
     assert "GPU memory in use: 4,500 MB at most (500 before)" in line
 

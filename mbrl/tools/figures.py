@@ -97,7 +97,8 @@ def draw_curves(
     ax.set_xlabel("env steps")
     ax.set_ylabel(AXIS_LABELS.get(metric, metric))
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    if ax.get_legend_handles_labels()[0]:  # (no run has evaluated yet: nothing to name)
+        ax.legend(fontsize=8)
 
 
 def plot_phases(settings: list[Setting], out: str) -> list[str]:

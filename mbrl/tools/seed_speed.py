@@ -5,8 +5,9 @@ was on, and the GPU memory in use while they ran.
 A run's rate comes from its own ``metrics.jsonl``: the log lines (those with ``time/wall``,
 one per ``logger.every`` env steps) written in this invocation, over the intervals that start
 at or past ``algorithm.init_steps`` and lie within one process (an interval whose time
-stamps lie further apart than its ``time/wall`` spans a stop and a resume: left out, and with
-it each process's first interval after a resume, its compile warm-up). The GPU memory is the
+stamps lie further apart than its ``time/wall`` spans a stop and a resume: it is the resumed
+process's first interval, its compile warm-up, and is left out; so is a fresh run's first
+interval past the random steps, with its first model fit and compiles). The GPU memory is the
 machine's (``nvidia-smi``, every few seconds), read the same way with and without MPS; a
 run's own peak is added where its metrics log one (``GPU_MEMORY_KEY``).
 """
@@ -37,13 +38,16 @@ def run_speed(path: str, since: float) -> dict[str, Any] | None:
     rows = _log_rows(path)
     init = _init_steps(path)
     steps, seconds, stamps = 0, 0.0, []
+    warm = False  # whether this process's first interval past the random steps has passed
     for prev, row in itertools.pairwise(rows):
         gap = row["time"] - prev["time"]
-        if (
-            prev["time"] < since
-            or prev["step"] < init
-            or gap > row["time/wall"] + SAME_PROCESS_SLACK
-        ):
+        if gap > row["time/wall"] + SAME_PROCESS_SLACK:  # (a stop and a resume: left out)
+            warm = prev["step"] >= init  # (its first model fit is still to come if not)
+            continue
+        if prev["time"] < since or prev["step"] < init:
+            continue
+        if not warm:  # (a fresh run's first model fit, compiles and graph captures)
+            warm = True
             continue
         steps += row["step"] - prev["step"]
         seconds += gap

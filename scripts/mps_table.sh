@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The table "Many runs on one GPU, with and without CUDA MPS" (docs/benchmarks.md): one
+# scripts/seeds.py invocation per row, all in one campaign folder (Hopper-v4 at MBPO's
+# settings, seeds 0..P-1), so that a row's runs continue where the row before left them and
+# only the first row pays the cold compiles. Each row is stopped after its seconds as a
+# scheduler would stop it (SIGTERM: every run stops with its checkpoint); its rates are
+# taken past the random steps and past each process's first logged interval (its first model
+# fit or resume, compiles and graph captures), so rows of fresh and continued runs compare.
+#
+#   scripts/mps_table.sh FOLDER REPORT SECONDS ROW...    ROW = PROCS:MPS:SECONDS, e.g. 10:on:110
+#
+# SECONDS bounds the whole table: a row that would end past it is shortened, or left out if
+# under a minute would be left. The report (REPORT/summary.md) has one footer line per row.
+# EXTRA="key=value ..." adds overrides; DEVICE=cpu COMPILE=false and tiny settings in EXTRA
+# try the script on a CPU.
+set -u
+if [ $# -lt 4 ]; then
+    echo "usage: $0 FOLDER REPORT SECONDS PROCS:MPS:SECONDS..." >&2
+    exit 2
+fi
+folder=$1 report=$2 total=$3
+shift 3
+end=$((SECONDS + total))
+here=$(cd "$(dirname "$0")" && pwd)
+for row in "$@"; do
+    IFS=: read -r procs mps seconds <<<"$row"
+    left=$((end - SECONDS - 20)) # (a stop takes seconds: the runs' checkpoints)
+    [ "$seconds" -gt "$left" ] && seconds=$left
+    if [ "$seconds" -lt 60 ]; then
+        echo "== $procs processes, MPS $mps: left out (${left} s left)"
+        continue
+    fi
+    echo "== $procs processes, MPS $mps, ${seconds} s, from $(date -u +%T)"
+    timeout -s TERM -k 60 "$seconds" python3 "$here/seeds.py" "$folder" \
+        --seeds "0-$((procs - 1))" --procs "$procs" --mps "$mps" --steps 15000 --grace 45 \
+        --report "$report" --report-every 30 \
+        env=hopper env.version=v4 "device=${DEVICE:-cuda}" "compile=${COMPILE:-true}" logger.every=250 \
+        eval.every=1000000 checkpoint.pool=false checkpoint.snapshots=false ${EXTRA:-}
+    echo "== exit $? at $(date -u +%T)"
+done
+python3 "$here/seeds.py" "$folder" --report "$report" --report-only \
+    env=hopper env.version=v4 "device=${DEVICE:-cuda}" "compile=${COMPILE:-true}" logger.every=250 \
+    eval.every=1000000 checkpoint.pool=false checkpoint.snapshots=false ${EXTRA:-}
+grep "past the random steps" "$report/summary.md"
