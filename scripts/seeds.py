@@ -4,7 +4,7 @@
         [--stage 5000] [--budget 2h] [--procs P] [--mps auto] [--reference CSV] -- env=hopper
 
 Every (variant, seed) is a ``scripts/train.py`` run in ``OUT/runs/<variant>/seed_<k>``, P
-at a time (default: one per core on a CPU, with one torch thread each; 4 on a GPU). The same
+at a time (default: one per core on a CPU, with one torch thread each; 10 on a GPU). The same
 command again continues every run where it stopped (``--steps`` may grow; more seeds or
 variants may be added). ``--stage N`` takes every run to N env steps, then all to 2N, ...,
 so that a stopped campaign has all its seeds at about the same step. ``--budget`` stops
@@ -49,6 +49,12 @@ from mbrl.tools.seed_runs import (
     stages,
 )
 from mbrl.tools.seed_speed import GpuMemory, run_speed
+
+# Runs at a time on a GPU: under MPS ten Hopper runs went 40.6 env steps/s each, 4.1x one run's
+# throughput, in ~40 GB (an H100 holds them); twenty went 1.25x more together at 62 % of ten's
+# speed each, in 86 GB (H200, 2026-11-27; docs/benchmarks.md). A 2-variant x 5-seed campaign
+# runs all at once.
+GPU_PROCS = 10
 
 
 def arguments() -> argparse.Namespace:
@@ -201,7 +207,7 @@ def main() -> int:
         return 2
     every, jobs = _jobs(args.out, plan)
     chosen = [j for j in jobs if j.variant in arms and j.seed in seeds]
-    procs = args.procs or (4 if device == "cuda" else os.cpu_count() or 1)
+    procs = args.procs or (GPU_PROCS if device == "cuda" else os.cpu_count() or 1)
     history = _history(args.out)
     now = time.time()
     record: dict[str, Any] = {"start": now, "end": now, "procs": procs, "device": device}

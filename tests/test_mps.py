@@ -219,10 +219,12 @@ def test_the_rate_past_the_random_steps(tmp_path: str) -> None:
     other = {**got, "steps": 1000, "seconds": 20.0, "first": 100.0, "last": 650.0}
     inv = {"mps": True, "gpu_memory_mb": {"before": 500.0, "peak": 4500.0},
            "runs": {"a": {"past_random": got}, "b": {"past_random": other}, "c": {}}}  # fmt: skip
-    (line,) = speed_lines([{"runs": {}}, inv])
-    assert line.startswith("invocation 2, past the random steps: 2 runs, ")
+    (line,) = speed_lines([{"runs": {}}, inv])  # (3 runs, 1 process at a time)
+    assert line.startswith("invocation 2, past the random steps: 2 of 3 runs, ")
     assert f"{(2000 / 30 + 1000 / 20) / 2:,.1f} env steps/s each (median; 50.0-66.7)" in line
     assert f"{3000 / (650 - 100):,.1f} together; MPS on; ran: sac update eager" in line
+    (line,) = speed_lines([{**inv, "procs": 3}])  # (all at once: each rate over its window)
+    assert f"{2000 / 30 + 1000 / 20:,.1f} together (summed); MPS on" in line
     assert "GPU memory per run: 900-900 MB" in line
     assert "GPU memory in use: 4,500 MB at most (500 before)" in line
 
@@ -296,10 +298,12 @@ def test_seeds_runs_join_the_daemon_and_it_quits_at_the_end(tmp_path: str) -> No
     with open(os.path.join(out, "summary.json"), encoding="utf-8") as f:
         (inv,) = json.load(f)["invocations"]
     assert inv["mps"] is True and inv["gpu_memory_mb"] is None  # (a CPU: no nvidia-smi figure)
-    for s in (0, 1):  # log lines at 50, 100, 150, 200; random steps to 100: two intervals
-        fast = inv["runs"][f"base/seed_{s}"]["past_random"]
-        assert fast["steps"] == 100 and 0 < fast["seconds"] < 300
-    assert "invocation 1, past the random steps: 2 runs, " in _text(os.path.join(out, "summary.md"))
+    for s in (0, 1):  # log lines at 50, 100, 150, 200; random steps to 100: 100->150 is
+        fast = inv["runs"][f"base/seed_{s}"]["past_random"]  # the first update's interval
+        assert fast["steps"] == 50 and 0 < fast["seconds"] < 300
+    summary = _text(os.path.join(out, "summary.md"))
+    assert "invocation 1, past the random steps: 2 of 2 runs, " in summary
+    assert " together (summed); MPS on" in summary
 
 
 @pytest.mark.slow

@@ -93,11 +93,10 @@ def speed_lines(invocations: list[dict[str, Any]]) -> list[str]:
         if not runs:
             continue
         each = [r["steps"] / r["seconds"] for r in runs]
-        span = max(r["last"] for r in runs) - min(r["first"] for r in runs)
         text = (
-            f"invocation {i}, past the random steps: {len(runs)} runs, "
+            f"invocation {i}, past the random steps: {len(runs)} of {len(inv['runs'])} runs, "
             f"{np.median(each):,.1f} env steps/s each (median; {min(each):,.1f}-"
-            f"{max(each):,.1f}), {sum(r['steps'] for r in runs) / span:,.1f} together; "
+            f"{max(each):,.1f}), {_together(inv, runs, each)}; "
             f"MPS {'on' if inv.get('mps') else 'off'}"
         )
         ran = sorted({f"{k[6:].replace('_', ' ')} {v}" for r in runs for k, v in r["ran"].items()})
@@ -112,6 +111,16 @@ def speed_lines(invocations: list[dict[str, Any]]) -> list[str]:
             )
         lines.append(text)
     return lines
+
+
+def _together(inv: dict[str, Any], runs: list[dict[str, Any]], each: list[float]) -> str:
+    """All the runs' rate: the sum of their rates where they all ran at once (no more runs
+    than processes: their windows differ, as fresh and continued runs warm up differently),
+    else their steps over the time from the first counted interval to the last."""
+    if len(inv["runs"]) <= inv.get("procs", 0):
+        return f"{sum(each):,.1f} together (summed)"
+    span = max(r["last"] for r in runs) - min(r["first"] for r in runs)
+    return f"{sum(r['steps'] for r in runs) / span:,.1f} together"
 
 
 class GpuMemory:
