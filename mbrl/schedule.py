@@ -34,6 +34,19 @@ def rollout_length(env_steps: int, cfg: Config) -> int:
     return int(min(dx, 1.0) * (r.max_length - r.min_length) + r.min_length)
 
 
+def first_model_phase(cfg: Config) -> int:
+    """The env step of the first model phase: the first multiple of ``model_train_freq`` from
+    ``init_steps`` on (and past step 0: the buffer is empty then), as ``model_phase_due``."""
+    freq = cfg.mbpo.model_train_freq
+    return -(-max(cfg.algorithm.init_steps, 1) // freq) * freq
+
+
+def model_phase_steps(cfg: Config, start: int = 0) -> range:
+    """The env steps of the model phases from ``start`` on, up to the run's end (one env)."""
+    freq = cfg.mbpo.model_train_freq
+    return range(max(first_model_phase(cfg), -(-start // freq) * freq), run_length(cfg), freq)
+
+
 def model_pool_size(cfg: Config, length: int) -> int:
     """MBPO's ``_reallocate_model_pool``: retain_epochs epochs of rollouts of ``length``."""
     m = cfg.mbpo

@@ -20,7 +20,7 @@ from mbrl.model_side import ModelSide
 from mbrl.models import DynamicsModel, GaussianEnsemble, ModelTrainer
 from mbrl.models.fit_step import FitProgress
 from mbrl.runtime.validate import validate
-from mbrl.schedule import model_pool_size, pool_capacity, rollout_length
+from mbrl.schedule import model_phase_steps, model_pool_size, pool_capacity, rollout_length
 from mbrl.trainer import Trainer
 
 from test_trainer import tiny_config
@@ -169,6 +169,21 @@ def test_rollout_length_follows_mbpos_schedule_at_every_model_phase(env: str) ->
     phases = list(mbpo_model_phases(init, m.epoch_length, m.model_train_freq, 320))
     for steps, epoch in phases:
         assert rollout_length(steps, cfg) == mbpo_set_rollout_length(epoch, schedule), steps
+
+
+@pytest.mark.parametrize("env", ["hopper", "ant", "humanoid", "halfcheetah"])
+def test_model_phase_steps_are_mbpos_fits(env: str) -> None:
+    """The steps every projection (ETA, pool size, disk) and warning counts model phases at
+    are the steps MBPO's _train fits its model at, up to the run's end."""
+    cfg = composed(f"env={env}")
+    m = cfg.mbpo
+    epochs = -(-cfg.total_steps // m.epoch_length)
+    theirs = [s for s, _ in mbpo_model_phases(cfg.algorithm.init_steps, m.epoch_length,
+                                               m.model_train_freq, epochs)]  # fmt: skip
+    end = cfg.total_steps
+    assert list(model_phase_steps(cfg)) == [s for s in theirs if s < end]
+    start = cfg.algorithm.init_steps + 3 * m.model_train_freq + 1  # (a resumed run's rest)
+    assert list(model_phase_steps(cfg, start)) == [s for s in theirs if start <= s < end]
 
 
 def test_rollout_length_table_for_hopper() -> None:

@@ -25,7 +25,13 @@ from mbrl.models import DynamicsModel
 from mbrl.rewarder import Rewarder
 from mbrl.runtime.memory import row_bytes
 from mbrl.runtime.progress import megabytes
-from mbrl.schedule import model_pool_size, pool_capacity, rollout_length, run_length
+from mbrl.schedule import (
+    model_phase_steps,
+    model_pool_size,
+    pool_capacity,
+    rollout_length,
+    run_length,
+)
 
 STATE_OVERHEAD = 1 << 20  # counters, RNG and env states, pickling: about a megabyte
 
@@ -61,9 +67,8 @@ def pool_rows(cfg: Config) -> int:
     ``ReplayBuffer.set_window`` and ``add`` do)."""
     if cfg.algorithm.name != "mbpo":
         return 0
-    freq, total = cfg.mbpo.model_train_freq, run_length(cfg)
     rows, capacity = 0, pool_capacity(cfg)
-    for step in range(-(-max(cfg.algorithm.init_steps, 1) // freq) * freq, total, freq):
+    for step in model_phase_steps(cfg):
         length = rollout_length(step, cfg)
         window = min(model_pool_size(cfg, length), capacity)
         rows = min(window, min(rows, window) + cfg.rollout.batch_size * length)

@@ -34,7 +34,7 @@ from typing import Any
 from mbrl.config import Config
 from mbrl.runtime.progress import Progress, duration
 from mbrl.runtime.timer import PhaseTimer
-from mbrl.schedule import rollout_length, run_length
+from mbrl.schedule import first_model_phase, model_phase_steps, rollout_length, run_length
 
 # phase -> the timer phases its seconds come from; units: an env step, a SAC update, a
 # training row through one epoch of a fit, a rollout start state through one model step (the
@@ -108,7 +108,7 @@ def time_left(
     left["eval"] = left["checkpoint"] * cfg.eval.episodes
     seconds = {p: w * rates[p] for p, w in left.items() if w > 0 and env_steps < total}
     if cfg.algorithm.name == "mbpo":
-        model = _model_phases(cfg, env_steps, total, rates, epochs)
+        model = _model_phases(cfg, env_steps, rates, epochs)
         seconds.update({p: s for p, s in model.items() if s > 0})
     return seconds
 
@@ -119,23 +119,20 @@ def phases_left(cfg: Config, env_steps: int) -> set[str]:
     if env_steps >= total:
         return set()
     out = {"env", "eval", "checkpoint"} | ({"sac"} if total > max(env_steps, init) else set())
-    freq = cfg.mbpo.model_train_freq
-    first = max(-(-max(init, 1) // freq) * freq, -(-env_steps // freq) * freq)
-    if cfg.algorithm.name == "mbpo" and first < total:
+    if cfg.algorithm.name == "mbpo" and model_phase_steps(cfg, env_steps):
         out |= {"model", "rollout"} | ({"rewarder"} if cfg.rewarder.mode != "none" else set())
     return out
 
 
 def _model_phases(
-    cfg: Config, start: int, total: int, rates: dict[str, float], epochs: FitEpochs
+    cfg: Config, start: int, rates: dict[str, float], epochs: FitEpochs
 ) -> dict[str, float]:
     """Seconds of the model phases at multiples of ``mbpo.model_train_freq`` from
     ``algorithm.init_steps`` on, within the run's own caps per fit."""
-    freq, cap, limit = cfg.mbpo.model_train_freq, cfg.model.max_epochs, cfg.model.max_seconds
-    first = -(-max(cfg.algorithm.init_steps, 1) // freq) * freq
+    cap, limit, first = cfg.model.max_epochs, cfg.model.max_seconds, first_model_phase(cfg)
     least = cfg.model.patience + 2
     out = dict.fromkeys(("model", "rollout", "rewarder"), 0.0)
-    for step in range(max(first, -(-start // freq) * freq), total, freq):
+    for step in model_phase_steps(cfg, start):
         rows = train_rows(cfg, step)
         n = epochs.first if step == first else epochs.later_at(rows, least)
         fit = rows * (n if cap is None else min(n, cap)) * rates["model"]

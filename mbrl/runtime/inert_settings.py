@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 
 from mbrl.config import Config, ConfigError
 from mbrl.runtime.validate import validate
-from mbrl.schedule import rollout_length, run_length
+from mbrl.schedule import first_model_phase, rollout_length, run_length
 
 MAX_JOBS = 512  # sweeps larger than this are not checked job by job
 SCHEDULE = ("rollout.max_length", "rollout.max_epoch")  # inert while rollouts keep min_length
@@ -34,13 +34,6 @@ class Inert:
 
     def text(self) -> str:
         return f"warning: {self.what} cannot act in this run: {self.why}"
-
-
-def first_model_phase(cfg: Config) -> int:
-    """The env step of the first model phase: the first multiple of the model frequency
-    from ``init_steps`` on (and past step 0: the buffer is empty then)."""
-    freq = cfg.mbpo.model_train_freq
-    return -(-max(cfg.algorithm.init_steps, 1) // freq) * freq
 
 
 def _past_min_epoch(cfg: Config) -> int:

@@ -30,6 +30,7 @@ from mbrl.runtime.eta import whole_run, whole_run_text
 from mbrl.runtime.speed import resolve_amp, resolve_compile
 from mbrl.runtime.timer import PhaseTimer
 from mbrl.runtime.utils import resolve_device
+from mbrl.schedule import first_model_phase
 from mbrl.trainer import Trainer
 
 # torch.profiler's C++ side (kineto) logs lines such as "USDT:2026-01-01 12:00:00 1:1
@@ -64,8 +65,7 @@ def recorded_from(cfg: Config) -> int:
     init = cfg.algorithm.init_steps
     if cfg.algorithm.name != "mbpo":
         return init
-    freq = cfg.mbpo.model_train_freq
-    return -(-max(init, 1) // freq) * freq + freq
+    return first_model_phase(cfg) + cfg.mbpo.model_train_freq
 
 
 def phase_table(trainer: Trainer, counts: dict[str, float], wall: float) -> list[dict[str, Any]]:
