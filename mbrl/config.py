@@ -43,7 +43,8 @@ class EnvConfig:
     # env steps and is followed by num_envs x algorithm.updates_per_step SAC updates.
     num_envs: int = 1
     # How the copies run: sync (one process) | async (one worker process each, shared
-    # memory) | auto (async from 4 copies when the machine has a core per copy, else sync).
+    # memory) | auto (async from 4 copies when the run has a core per copy, else sync; its
+    # cores: the machine's, or $FLOWMBPO_CORES, which scripts/seeds.py sets to each run's share).
     vector: str = "auto"
 
 
@@ -170,7 +171,7 @@ class EvalConfig:
     every: int = 1000  # env steps between evaluations (and checkpoints)
     episodes: int = 10  # deterministic episodes per evaluation
     # How the episodes run side by side: sync (one process) | async (a worker process per
-    # episode) | auto (async when the machine has a core per episode, else sync).
+    # episode) | auto (async when the run has a core per episode, else sync; as env.vector).
     vector: str = "auto"
 
 

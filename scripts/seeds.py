@@ -35,6 +35,7 @@ import sys
 import time
 from typing import Any
 
+from mbrl.envs.vector import CORES_ENV
 from mbrl.tools.mps import MODES, Mps, wanted
 from mbrl.tools.mps import start as start_mps
 from mbrl.tools.plotting import Reference, load_reference
@@ -246,7 +247,7 @@ def main() -> int:
     mps: Mps | None = None
     try:
         mps, mps_text = _mps(args, device, procs)
-        pool.env, record["mps"] = (mps.env if mps else {}), mps is not None
+        pool.env, record["mps"] = {**shares(procs), **(mps.env if mps else {})}, mps is not None
         memory = GpuMemory() if device == "cuda" else None
         budget_text = f", budget {args.budget}" if budget else ""
         print(
@@ -303,6 +304,18 @@ def _mps(args: argparse.Namespace, device: str, procs: int) -> tuple[Mps | None,
     mps, said = start_mps(os.path.join(args.out, "logs", "mps"), probe=device == "cuda")
     print(said, file=sys.stderr, flush=True)
     return mps, f"MPS {'on' if mps else 'off'} ({why}{'' if mps else ': it could not start'})"
+
+
+def shares(procs: int) -> dict[str, str]:
+    """Each run's share of the cores, in its environment: its async env workers (evaluation's
+    ``vector=auto``) and inductor's compile workers are sized to it, not to the whole machine,
+    where P runs would start P times a worker per core (the user's own
+    TORCHINDUCTOR_COMPILE_THREADS stays)."""
+    share = str(max(1, (os.cpu_count() or 1) // procs))
+    out = {CORES_ENV: share}
+    if "TORCHINDUCTOR_COMPILE_THREADS" not in os.environ:
+        out["TORCHINDUCTOR_COMPILE_THREADS"] = share
+    return out
 
 
 def stop_on_signals() -> None:

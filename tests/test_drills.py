@@ -269,7 +269,12 @@ def _sha(path: str) -> str:
 
 
 def _terminal_ctrl_c(
-    args: list[str], run: str, env: dict[str, str], after: float, marker: str = "compiling"
+    args: list[str],
+    run: str,
+    env: dict[str, str],
+    after: float,
+    marker: str = "compiling",
+    group: bool = True,
 ) -> str:
     """Start a run in a process group of its own, as a terminal's job; ``after`` seconds
     after it prints ``marker``, send SIGINT to the whole group (what Ctrl-C in a terminal
@@ -289,7 +294,10 @@ def _terminal_ctrl_c(
         assert proc.poll() is None and time.monotonic() < deadline, "".join(seen)[-2000:]
         time.sleep(0.01)
     time.sleep(after)
-    os.killpg(proc.pid, signal.SIGINT)
+    if group:
+        os.killpg(proc.pid, signal.SIGINT)
+    else:  # (the run's process alone, as scripts/seeds.py stops its runs)
+        proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=30) == 130, "".join(seen)[-2000:]  # at once, not after compiling
     reader.join(timeout=120)  # (the pipe closes when the group's last process has ended)
     assert not reader.is_alive()
@@ -319,6 +327,23 @@ def test_ctrl_c_while_compiling_quits_at_once_and_says_nothing_was_saved(
     )
     assert again.returncode == 2 and again.stderr.count("\n") == 1, again.stderr
     assert "nothing was saved yet in this run" in again.stderr
+
+
+@pytest.mark.slow
+def test_sigint_to_the_run_alone_while_it_compiles_ends_its_env_workers_quietly(
+    tmp_path: str,
+) -> None:
+    """scripts/seeds.py stops a run with SIGINT to the run's process alone: while it starts,
+    it quits at once, and its async env workers (env copies, evaluation episodes) end with it
+    without a word (left behind, each would find its pipe closed and print a traceback)."""
+    run = os.path.join(tmp_path, "run")
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": os.path.join(tmp_path, "inductor")}
+    vector = ["env.num_envs=4", "env.vector=async", "eval.vector=async", "eval.episodes=4"]
+    text = _terminal_ctrl_c([*RUNS["mbpo_compiled"], *vector], run, env, 3.0, group=False)
+    lines = [line for line in text.splitlines() if line.strip()]
+    assert lines[-1].startswith("stopped while the run was starting (Ctrl-C): nothing was saved")
+    assert "Traceback" not in text and "Error" not in text, text[-3000:]
+    assert "leaked semaphore" not in text, text[-3000:]  # (the resource tracker removes them)
 
 
 @pytest.mark.slow

@@ -16,6 +16,7 @@ import time
 
 import pytest
 
+from mbrl.envs.vector import CORES_ENV
 from mbrl.tools.mps import CONTROL_ENV, LOG, PIPE, Mps, start, wanted
 from mbrl.tools.seed_speed import GpuMemory, run_speed, speed_lines
 
@@ -325,9 +326,14 @@ def test_a_signal_stops_the_runs_then_the_daemon(tmp_path: str, sig: int) -> Non
         pids = [int(p) for p in re.findall(r"\(pid (\d+)\)", _text(err))]
         (start_line,) = _lines(record)
         _, daemon, pipe, log = start_line.split()
+        share = str(max(1, (os.cpu_count() or 1) // 2))  # (and its share of the cores)
         for pid in pids:  # each run has the daemon's two folders in its environment
             env = _environ(pid)
             assert (env[PIPE], env[LOG]) == (pipe, log), env
+            assert env[CORES_ENV] == share, env
+            assert env["TORCHINDUCTOR_COMPILE_THREADS"] == os.environ.get(
+                "TORCHINDUCTOR_COMPILE_THREADS", share
+            )
         proc.send_signal(sig)
         assert proc.wait(timeout=180) == 130, _text(err)
     finally:  # (runs left going by a failure would outlive the test: 200 000 steps each)

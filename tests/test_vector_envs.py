@@ -13,7 +13,7 @@ from mbrl.buffer import ReplayBuffer, transition_fields
 from mbrl.collector import Collector
 from mbrl.config import ConfigError
 from mbrl.envs import env_dims, make_env
-from mbrl.envs.vector import make_vector_env, resolve_vector
+from mbrl.envs.vector import CORES_ENV, make_vector_env, own_cores, resolve_vector
 from mbrl.runtime.checkpoint import CheckpointError, load
 from mbrl.trainer import Trainer
 
@@ -123,6 +123,19 @@ def test_auto_vector_mode() -> None:
     assert resolve_vector("auto", 8, cores=16) == "async"
     assert resolve_vector("auto", 8, cores=2) == "sync"  # workers would share the cores
     assert resolve_vector("async", 2, cores=2) == "async"
+
+
+def test_a_runs_own_cores_decide_auto(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs side by side (scripts/seeds.py) each count their share of the cores."""
+    monkeypatch.setenv(CORES_ENV, "1")
+    assert own_cores() == 1 and resolve_vector("auto", 10) == "sync"
+    monkeypatch.setenv(CORES_ENV, "16")
+    assert resolve_vector("auto", 10) == "async"
+    monkeypatch.delenv(CORES_ENV)
+    assert own_cores() == (os.cpu_count() or 1)
+    monkeypatch.setenv(CORES_ENV, "half")
+    with pytest.raises(ValueError, match="FLOWMBPO_CORES='half' is not allowed; give a whole"):
+        own_cores()
 
 
 def test_episodes_in_progress_survive_a_resume(tmp_path: str) -> None:

@@ -21,6 +21,9 @@ from mbrl.envs.make import get_env_state, make_env, set_env_state
 VectorEnvs = SyncVectorEnv | AsyncVectorEnv  # both reach their copies' attributes
 
 ASYNC_FROM = 4  # `auto` runs copies in worker processes from this many on (see resolve_vector)
+# The cores a run counts as its own, where several share a machine (scripts/seeds.py sets it to
+# the machine's cores over its processes); unset: the machine's.
+CORES_ENV = "FLOWMBPO_CORES"
 WORKER_START = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
 
 
@@ -45,8 +48,18 @@ def resolve_vector(mode: str, num_envs: int, cores: int | None = None) -> str:
     copy (worker processes that share cores wait for each other), else ``sync``."""
     if mode != "auto":
         return mode
-    cores = os.cpu_count() or 1 if cores is None else cores
+    cores = own_cores() if cores is None else cores
     return "async" if ASYNC_FROM <= num_envs <= cores else "sync"
+
+
+def own_cores() -> int:
+    """The cores this run may use: ``$FLOWMBPO_CORES`` where set, else the machine's."""
+    given = os.environ.get(CORES_ENV)
+    if given is None:
+        return os.cpu_count() or 1
+    if not given.isdigit() or int(given) < 1:
+        raise ValueError(f"{CORES_ENV}={given!r} is not allowed; give a whole number >= 1")
+    return int(given)
 
 
 def make_vector_env(

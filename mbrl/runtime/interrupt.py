@@ -25,6 +25,7 @@ finishes its step, checkpoints and stops, as after a first Ctrl-C.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import signal
 import sys
@@ -39,6 +40,8 @@ from mbrl.runtime import runlock
 
 EXIT_CODE = 130  # as a shell reports a process ended by SIGINT
 STARTING, RUNNING = "starting", "running"  # the moments a quit text is asked for
+
+_TRACKER_QUIET = "ignore::UserWarning:multiprocessing.resource_tracker"
 
 # moment -> the one line printed when Ctrl-C quits at once (the launcher and the trainer
 # replace it as they learn the run folder and what it holds)
@@ -74,7 +77,14 @@ def install() -> None:
     # multiprocessing starts its resource tracker with SIGINT blocked and unblocks it after,
     # whatever the mask was: started now, before the block, it leaves the block alone later
     # (async env workers, forked by a forkserver spawned after it, inherit the block).
-    resource_tracker.ensure_running()
+    # Its warning of semaphores left by a quick exit (async env workers' shared memory; it
+    # removes them) is not the user's business: a Ctrl-C prints one line. Its -W options are
+    # this interpreter's as it starts.
+    sys.warnoptions.append(_TRACKER_QUIET)
+    try:
+        resource_tracker.ensure_running()
+    finally:
+        sys.warnoptions.remove(_TRACKER_QUIET)
     starting()
 
 
@@ -130,7 +140,18 @@ def quit_now() -> None:
     sys.stderr.write(f"\n{text}\n")
     sys.stderr.flush()
     runlock.release_all()
+    _end_workers()
     os._exit(EXIT_CODE)
+
+
+def _end_workers() -> None:
+    """End this process's multiprocessing children (async env workers) first: left behind,
+    each finds its pipe closed once this process is gone and prints a traceback."""
+    try:
+        for child in multiprocessing.active_children():
+            child.kill()
+    except Exception:  # (the exit must happen whatever this meets)
+        pass
 
 
 class StopRequest:
