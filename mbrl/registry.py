@@ -9,10 +9,13 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any, TypeVar
 
+from hydra.core.config_store import ConfigStore
+
 from mbrl.config import ConfigError
 from mbrl.plugins import locate
 
 T = TypeVar("T")
+C = TypeVar("C")
 
 
 class Registry(Mapping[str, T]):
@@ -59,6 +62,31 @@ class Registry(Mapping[str, T]):
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+class ConfigRegistry(Registry[type[C]]):
+    """Config dataclasses that ``key=<name>`` selects (models, agents): each registered name
+    is also hydra's choice in the config group ``key``."""
+
+    def __init__(self, key: str, what: str, base: type[C]) -> None:
+        super().__init__(key, what)
+        self.base = base  # what every entry subclasses: ModelConfig, AgentConfig
+
+    def add(self, name: str, config: type[C]) -> None:
+        """Make ``<key>=<name>`` select ``config`` (its defaults, its ``_target_`` class)."""
+        if not (isinstance(config, type) and issubclass(config, self.base)):
+            article = "an" if self.base.__name__[0] in "AEIOU" else "a"
+            raise TypeError(
+                f"register_{self.key}({name!r}, {config!r}): need {article} "
+                f"{self.base.__name__} subclass"
+            )
+        self.register(name, config)
+        ConfigStore.instance().store(group=self.key, name=name, node=config)
+
+    def config(self, name: str, **values: Any) -> C:
+        """The config ``<key>=<name>`` selects, with ``values`` set (a ConfigError for a name
+        never registered)."""
+        return self.lookup(name)(**values)
 
 
 def target_class(key: str, target: str) -> type[Any]:

@@ -10,7 +10,7 @@ from torch import nn
 from mbrl.config import ConfigError, ModelConfig
 from mbrl.envs import make_env
 from mbrl.models import DynamicsModel, GaussianEnsemble, ModelTrainer, Normalizer
-from mbrl.models.register import model_class
+from mbrl.models.model_registry import model_class
 
 from tests_support import tiny_model_config as _cfg
 

@@ -3,7 +3,13 @@
 (docs/model.md)."""
 
 from mbrl.agents.acting import ActingPolicy, resolve_act_device
-from mbrl.agents.register import AGENTS, agent_class, agent_config, build_agent, register_agent
+from mbrl.agents.agent_registry import (
+    AGENTS,
+    agent_class,
+    agent_config,
+    build_agent,
+    register_agent,
+)
 from mbrl.agents.sac import SAC, SACConfig
 from mbrl.agents.updates import SACUpdates
 

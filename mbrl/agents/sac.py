@@ -28,8 +28,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from mbrl.agents.agent_registry import register_agent
 from mbrl.agents.networks import Actor, TwinQ, frozen_call
-from mbrl.agents.register import register_agent
 from mbrl.buffer import random_transitions
 from mbrl.compiled import Compiled
 from mbrl.config import AgentConfig

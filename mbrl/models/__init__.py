@@ -6,9 +6,9 @@ from mbrl.models.deterministic import DeterministicConfig, DeterministicEnsemble
 from mbrl.models.dynamics import DynamicsModel
 from mbrl.models.flow import FlowModel, FlowModelConfig
 from mbrl.models.gaussian import GaussianConfig, GaussianEnsemble
+from mbrl.models.model_registry import MODELS, build_model, model_config, register_model
 from mbrl.models.normalizer import Normalizer
 from mbrl.models.protocol import WorldModel
-from mbrl.models.register import MODELS, build_model, model_config, register_model
 from mbrl.models.scores import density_score, weighted_mean
 from mbrl.models.training import ModelTrainer
 

@@ -13,8 +13,8 @@ from torch import Tensor, nn
 
 from flows.nn import EnsembleMLP
 from mbrl.config import ModelConfig
+from mbrl.models.model_registry import register_model
 from mbrl.models.protocol import ToRaw
-from mbrl.models.register import register_model
 from mbrl.models.scores import weighted_mean
 
 

@@ -9,8 +9,8 @@ import torch
 from torch import Tensor, nn
 
 from mbrl.config import ModelConfig
+from mbrl.models.model_registry import build_model
 from mbrl.models.normalizer import Normalizer
-from mbrl.models.register import build_model
 
 
 class DynamicsModel(nn.Module):

@@ -14,8 +14,8 @@ from flows import EnsembleConditionalFlow
 from flows.defaults import DEFAULTS as FLOW
 from flows.defaults import TRANSFORMS
 from mbrl.config import FlowConfig, ModelConfig
+from mbrl.models.model_registry import register_model
 from mbrl.models.protocol import ToRaw
-from mbrl.models.register import register_model
 from mbrl.models.scores import density_score, weighted_mean
 
 

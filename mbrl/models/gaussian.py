@@ -29,8 +29,8 @@ from torch import Tensor, nn
 
 from flows.nn import EnsembleLinear, EnsembleMLP
 from mbrl.config import ModelConfig
+from mbrl.models.model_registry import register_model
 from mbrl.models.protocol import ToRaw
-from mbrl.models.register import register_model
 from mbrl.models.scores import density_score
 
 _LOG_2PI = math.log(2 * math.pi)

@@ -5,7 +5,7 @@ A model is an ensemble of E members that predicts the targets [s' - s, r] from n
 inputs (s, a), in the model's units (targets standardised when ``model.normalize_targets``).
 It is one ``nn.Module`` class, built as ``cls(dim, context_dim, cfg)``, with its config (a
 :class:`~mbrl.config.ModelConfig` subclass, the class attribute ``config``), registered with
-:func:`mbrl.models.register_model` (``mbrl/models/register.py``). Nothing outside a model's
+:func:`mbrl.models.register_model` (``mbrl/models/model_registry.py``). Nothing outside a model's
 own file knows which model it is.
 """
 

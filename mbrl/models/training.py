@@ -27,7 +27,7 @@ from mbrl.compiled import Compiled
 from mbrl.config import ModelConfig
 from mbrl.models.dynamics import DynamicsModel
 from mbrl.models.fit_step import FitProgress, FitStep, minibatches
-from mbrl.models.register import build_model
+from mbrl.models.model_registry import build_model
 from mbrl.optim import AMP_DTYPES, GuardedStep, adam, autocast
 
 # (epoch, the holdout score logged at the fit's end as model/holdout_<criterion>, were it to

@@ -50,7 +50,7 @@ RAN_NAMES = {"speed/sac_update": "SAC update", "speed/model_fit": "model fit"}
 
 
 def _what(t: Run) -> str:
-    from mbrl.agents.register import agent_name
+    from mbrl.agents.agent_registry import agent_name
 
     cfg = t.cfg
     agent = f"agent {agent_name(cfg.agent._target_)}"

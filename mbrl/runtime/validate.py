@@ -14,7 +14,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
-from mbrl.agents.register import config_class as agent_config_class
+from mbrl.agents.agent_registry import config_class as agent_config_class
 from mbrl.config import (
     ACT_DEVICES,
     ALGORITHMS,
@@ -30,7 +30,7 @@ from mbrl.config import (
     ModelConfig,
 )
 from mbrl.envs.specs import ENVS
-from mbrl.models.register import MODELS, config_class, model_class
+from mbrl.models.model_registry import MODELS, config_class, model_class
 from mbrl.plugins import import_saved
 
 # Keys an older config left null for "the model's default" (the model's config sets them now).

@@ -6,13 +6,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from hydra.core.config_store import ConfigStore
 from torch import nn
 
 from mbrl.config import ConfigError, ModelConfig
-from mbrl.registry import Registry, target_class
+from mbrl.registry import ConfigRegistry, target_class
 
-MODELS: Registry[type[ModelConfig]] = Registry("model", "a model")  # its config (register_model)
+MODELS = ConfigRegistry("model", "a model", ModelConfig)  # its config (register_model)
 # What a model class states besides its methods (mbrl.models.protocol.WorldModel)
 CLASS_ATTRIBUTES = {
     "config": "its config dataclass, a ModelConfig subclass",
@@ -23,16 +22,13 @@ CLASS_ATTRIBUTES = {
 
 def register_model(name: str, config: type[ModelConfig]) -> None:
     """Make ``model=<name>`` select ``config`` (its defaults, its ``_target_`` class)."""
-    if not (isinstance(config, type) and issubclass(config, ModelConfig)):
-        raise TypeError(f"register_model({name!r}, {config!r}): need a ModelConfig subclass")
-    MODELS.register(name, config)
-    ConfigStore.instance().store(group="model", name=name, node=config)
+    MODELS.add(name, config)
 
 
 def model_config(name: str, **values: Any) -> ModelConfig:
     """The config ``model=<name>`` selects, with ``values`` set (a ConfigError for a name
     no model registered)."""
-    return MODELS.lookup(name)(**values)
+    return MODELS.config(name, **values)
 
 
 def model_class(target: str) -> type[nn.Module]:

@@ -12,26 +12,21 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from hydra.core.config_store import ConfigStore
-
 from mbrl.config import AgentConfig, ConfigError
-from mbrl.registry import Registry, target_class
+from mbrl.registry import ConfigRegistry, target_class
 
-AGENTS: Registry[type[AgentConfig]] = Registry("agent", "an agent")  # its config (register_agent)
+AGENTS = ConfigRegistry("agent", "an agent", AgentConfig)  # its config (register_agent)
 
 
 def register_agent(name: str, config: type[AgentConfig]) -> None:
     """Make ``agent=<name>`` select ``config`` (its defaults, its ``_target_`` class)."""
-    if not (isinstance(config, type) and issubclass(config, AgentConfig)):
-        raise TypeError(f"register_agent({name!r}, {config!r}): need an AgentConfig subclass")
-    AGENTS.register(name, config)
-    ConfigStore.instance().store(group="agent", name=name, node=config)
+    AGENTS.add(name, config)
 
 
 def agent_config(name: str, **values: Any) -> AgentConfig:
     """The config ``agent=<name>`` selects, with ``values`` set (a ConfigError for a name
     no agent registered)."""
-    return AGENTS.lookup(name)(**values)
+    return AGENTS.config(name, **values)
 
 
 def agent_name(target: str) -> str:
