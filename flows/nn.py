@@ -50,11 +50,15 @@ class ReLU(nn.Module):
     boolean tensor, which inductor's CPU kernels write ~40x slower than a float one
     (docs/benchmarks.md). Multiplying by ``sign(out)`` keeps the float activation that the
     next layer's weight gradient stores anyway. Run eagerly it is ``torch.relu`` itself;
-    compiled, gradients equal ``nn.ReLU``'s (tested).
+    compiled, gradients equal ``nn.ReLU``'s (tested). ``from_output = False`` makes it
+    ``torch.relu`` compiled too: under ``torch.func.vmap`` (batched seeds), which a compiled
+    custom autograd function cannot run under.
     """
 
+    from_output = True
+
     def forward(self, x: Tensor) -> Tensor:
-        if not torch.compiler.is_compiling():
+        if not (self.from_output and torch.compiler.is_compiling()):
             return torch.relu(x)  # eager: torch's own kernels are the faster ones
         out: Tensor = _ReLUFromOutput.apply(x)
         return out

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor
@@ -53,6 +53,14 @@ class Step:
     model: dict[str, Any] | None = None  # its metrics (model/*, rewarder/*, rollout/*)
     sac: dict[str, Tensor] | None = None  # the last update's metrics (device tensors)
     paused: bool = False
+
+
+class Learner(Protocol):
+    """What a run saves of its agent's training: ``SAC`` or a batched seed's slot."""
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
 
 def never() -> bool:
@@ -93,6 +101,9 @@ class MBPO:
             self.agent: SAC = build_agent(
                 obs_dim, act_dim, cfg.agent, device=device, amp=s.sac_amp, compile=s.compile
             )
+        # What holds the agent's training state (weights, optimizer): the agent, or with
+        # batched seeds its seed's slot of the batch (mbrl.batched_seeds).
+        self.learner: Learner = self.agent
         act_device = resolve_act_device(cfg.agent.act_device, device)
         self.acting = ActingPolicy(self.agent, act_device, cfg.agent.act_sync_every)
         with seeded(cfg.seed + MODEL_SEED, device):
@@ -145,6 +156,20 @@ class MBPO:
         schedule in env steps) stay MBPO's. ``timer`` times the phases, ``stop()`` may pause a
         model fit after an epoch, ``status`` hears what the model phase is doing."""
         timer = timer or Untimed()
+        out = self.collect(timer, stop, status)
+        out.updates = self.updates_due(out.env_steps)
+        if out.updates:
+            with timer.phase("sac"):
+                out.sac = self.sac_updates(out.updates)
+            self.updates += out.updates
+        return out
+
+    def collect(
+        self, timer: Phases | None = None, stop: Callable[[], bool] = never, status: Status = quiet
+    ) -> Step:
+        """The step up to its updates: the model phase when due, then one env step in each
+        env copy (batched seeds, ``mbrl.batched_seeds``, make the seeds' updates together)."""
+        timer = timer or Untimed()
         n, out = self.collector.step_size, Step()
         due = self.model_side.model_phase_due(self.env_steps, n)
         if self._refill and not due:  # (a model phase refills the pool anyway)
@@ -163,12 +188,14 @@ class MBPO:
             # are queued, so that it never waits for them.
             self.acting.step(self.collector.num_envs)
         out.env_steps = n
-        if self.env_steps > self.init_steps and self.model_side.ready():
-            out.updates = n * self.updates_per_step
-            with timer.phase("sac"):
-                out.sac = self.sac_updates(out.updates)
-            self.updates += out.updates
         return out
+
+    def updates_due(self, env_steps: int) -> int:
+        """The SAC updates after a step of ``env_steps`` env steps: G per env step once past
+        the random steps and once the model side can give batches; else none."""
+        if env_steps and self.env_steps > self.init_steps and self.model_side.ready():
+            return env_steps * self.updates_per_step
+        return 0
 
     def _explore(self, obs: Tensor) -> Tensor:
         """Uniform random actions for ``init_steps``, then the stochastic actor."""
@@ -222,7 +249,7 @@ class MBPO:
         return {
             "step": self.env_steps,
             "updates": self.updates,
-            "agent": self.agent.state_dict(),
+            "agent": self.learner.state_dict(),
             "algorithm": self.model_side.state_dict(),
         }
 
@@ -243,7 +270,7 @@ class MBPO:
         """Restore from :meth:`state_dict` (``own``: this rank's part when it is kept apart
         from the shared one; a ValueError when the state is another algorithm's)."""
         own = state if own is None else own
-        self.agent.load_state_dict(state["agent"])
+        self.learner.load_state_dict(state["agent"])
         self.acting.load_state_dict(own["acting"])
         saved = own["buffers"]
         for name, buffer in self.buffers().items():

@@ -127,7 +127,8 @@ LAYERS = (
               "mbrl.compiled", "mbrl.seeding", "mbrl.staging", "mbrl.schedule", "mbrl.buffer",
               "mbrl.optim", "mbrl.envs")),
     ("algorithm", ("mbrl.models", "mbrl.agents", "mbrl.rollout", "mbrl.rewarder",
-                   "mbrl.collector", "mbrl.evaluator", "mbrl.model_side", "mbrl.mbpo")),
+                   "mbrl.collector", "mbrl.evaluator", "mbrl.model_side", "mbrl.mbpo",
+                   "mbrl.batched_seeds")),
     ("runtime", ("mbrl.runtime",)),
     ("run", ("mbrl.run_state", "mbrl.trainer")),
     ("entry", ("mbrl.overrides", "mbrl.launch", "mbrl.tools", "mbrl.bench")),
@@ -160,8 +161,8 @@ def test_the_algorithm_imports_no_run_infrastructure() -> None:
     algorithm alone: timers, progress, stop requests and process groups reach them as small
     objects or callables the trainer passes in."""
     known = _modules()
-    algorithm = ("mbrl.mbpo", "mbrl.model_side", "mbrl.rollout", "mbrl.rewarder", "mbrl.collector",
-                 "mbrl.models", "mbrl.agents")  # fmt: skip
+    algorithm = ("mbrl.mbpo", "mbrl.batched_seeds", "mbrl.model_side", "mbrl.rollout",
+                 "mbrl.rewarder", "mbrl.collector", "mbrl.models", "mbrl.agents")  # fmt: skip
     for m, path in known.items():
         if m.startswith(algorithm):
             bad = [d for d in _imports(path, known) if d.startswith(("mbrl.runtime", "mbrl.tools"))]

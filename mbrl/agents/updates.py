@@ -49,6 +49,7 @@ class SACUpdates:
         which the agent's compile warm-up must be set alike (or the update compiles again)."""
         self.agent, self.data, self.batch_size, self.gen = agent, data, batch_size, generator
         self.graphs, self.tf32 = graphs, tf32
+        self.generators = [generator]  # what the block draws from (a CUDA graph registers them)
         self._graphed: dict[Hashable, GraphedStep[dict[str, Tensor]]] = {}
 
     def __call__(self, n: int) -> dict[str, Tensor]:
@@ -56,12 +57,19 @@ class SACUpdates:
         with tf32_matmuls(self.tf32):
             if not self.graphs or any(g.failure for g in self._graphed.values()):
                 return self.block(n)
-            key = (n, self.data.batch_layout())
+            key = (n, self.batch_layout())
             if key not in self._graphed:
                 self._graphed[key] = GraphedStep(
-                    lambda: self.block(n), [self.gen], self.agent.device, "the SAC update block"
+                    lambda: self.block(n),
+                    self.generators,
+                    self.agent.device,
+                    "the SAC update block",
                 )
             return self._graphed[key]()
+
+    def batch_layout(self) -> Hashable:
+        """Which buffers the block's batches come from now (a capture per layout)."""
+        return self.data.batch_layout()
 
     @property
     def ran(self) -> str:

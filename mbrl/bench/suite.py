@@ -13,7 +13,14 @@ from typing import Any
 
 import torch
 
-from mbrl.bench import loop_bench, scale_bench, scale_runs, update_bench, warmup_bench
+from mbrl.bench import (
+    loop_bench,
+    scale_bench,
+    scale_runs,
+    seed_bench,
+    update_bench,
+    warmup_bench,
+)
 from mbrl.bench import micro as bench
 from mbrl.runtime.progress import episodes
 from mbrl.runtime.speed import resolve_amp
@@ -40,6 +47,11 @@ def main(description: str) -> None:
         action="store_true",
         help="only the scale-out rows: evaluation, env.num_envs sampling, 1 vs 2 processes",
     )
+    p.add_argument(
+        "--seed-batch",
+        default=None,
+        help="seeds per batch to time, e.g. 1,4,10: S solo update blocks vs one batched block",
+    )
     p.add_argument("--eval-episodes", type=int, default=10, help="episodes per timed evaluation")
     p.add_argument("--eval-max-steps", type=int, default=1000, help="evaluation episode cap")
     args = p.parse_args()
@@ -51,6 +63,12 @@ def main(description: str) -> None:
         p.error(f"--reference {args.reference!r} is not a FlowMBPO checkout (no mbrl/trainer.py)")
     if args.eval_episodes < 1 or args.eval_max_steps < 1:
         p.error("--eval-episodes and --eval-max-steps must be positive")
+    try:
+        args.seed_batch = [int(s) for s in args.seed_batch.split(",")] if args.seed_batch else []
+    except ValueError:
+        p.error(f"--seed-batch {args.seed_batch!r}: give seed counts like 1,4,10")
+    if any(s < 1 for s in args.seed_batch):
+        p.error(f"--seed-batch {args.seed_batch}: every seed count must be 1 or more")
     configure_cpu(args.threads, flush_denormal=True)
     dev = torch.device(args.device)
     res = run_all(bench.Bench(dev, repeats=args.repeats), args)
@@ -77,6 +95,8 @@ def run_all(b: bench.Bench, args: argparse.Namespace) -> dict[str, Any]:
     res["gemm_flop_per_s"] = {n: bench.gemm_flops(b, n) for n in (256, 1024)}
     settings = update_bench.settings(cuda, not args.skip_compile)
     res["sac"] = update_bench.sac_updates(b, settings, reference=args.reference)
+    if args.seed_batch:
+        res["seed_batch"] = seed_bench.seed_batches(b, args.seed_batch)
     if cuda:
         res["peak_gpu_mb"] = torch.cuda.max_memory_allocated(dev) / 2**20
     if args.sac_only:
@@ -136,6 +156,14 @@ def print_table(res: dict[str, Any]) -> None:
             f"{f'SAC, 20-update block, batch 256, {name}':<52}{r['updates_per_s']:>10.1f} upd/s"
             f"  ({r['flop_per_s'] / 1e9:.1f} GFLOP/s, {100 * r['share_of_gemm']:.0f}% of GEMM;"
             f" {r['time_vs_first']:.2f}x the first row's time{warm}; ran: {r['ran']})"
+        )
+    for k, r in res.get("seed_batch", {}).items():
+        print(
+            f"{f'SAC, {k}: seeds batched vs solo, per seed':<52}"
+            f"{r['batched_updates_per_s_per_seed']:>10.1f} upd/s  (solo blocks "
+            f"{r['solo_updates_per_s_per_seed']:.1f}; together {r['batched_updates_per_s_all']:.0f}"
+            f" vs {r['solo_updates_per_s_all']:.0f}; {r['time_vs_solo']:.2f}x the solo blocks' "
+            f"time; ran: {r['ran']})"
         )
     for k, r in res.get("model_fit", {}).items():
         warm = f"warm-up {r['warmup_s']:.1f} s; " if r.get("warmup_s") else ""

@@ -1,0 +1,112 @@
+"""S MBPO runs (seeds) in one process, stepped together: seeds batched in one process
+(docs/scaling.md).
+
+Each seed is a whole :class:`~mbrl.mbpo.MBPO` of its own (its env copies, D_env, model, model
+pool, generators, counters), whose steps and model phases come at the same env steps as the
+others'. What is batched is what dominates a step on a GPU: the G SAC updates after each env
+step run for all seeds as one block (:class:`~mbrl.agents.seed_batch.SeedUpdates`: one
+kernel launch per operation for S seeds, one CUDA graph per block). Nothing is shared:
+seed s computes what its solo run computes (its noise, batches and rollouts are drawn from
+its own generators), up to float rounding in the batched matmuls (tests/test_batched_seeds.py)::
+
+    while runs.env_steps < total_steps:
+        steps = runs.step(timer)  # one Step per seed
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from mbrl.agents.seed_batch import SeedBatch, SeedUpdates
+from mbrl.compiled import Compiled, tf32_matmuls
+from mbrl.mbpo import MBPO, Step, Untimed
+from mbrl.model_side import Phases, Status, quiet
+
+
+class BatchedSeeds:
+    """``runs``: one MBPO per seed, built alike but for ``cfg.seed`` (their agents' weights
+    then live in one :class:`SeedBatch`)."""
+
+    def __init__(self, runs: Sequence[MBPO]) -> None:
+        _check_alike(runs)
+        self.runs = list(runs)
+        first = self.runs[0]
+        self.speed = first.speed
+        self.agents = SeedBatch([r.agent for r in self.runs], compile=self.speed.compile)
+        for s, run in enumerate(self.runs):  # (a seed's run saves and loads its slot)
+            run.learner = self.agents.slot(s)
+        self.sac_updates = SeedUpdates(
+            self.agents,
+            [r.model_side for r in self.runs],
+            first.cfg.agent.batch_size,
+            [r.gens["train"] for r in self.runs],
+            graphs=self.speed.graphs,
+            tf32=self.speed.tf32,
+        )
+
+    @property
+    def env_steps(self) -> int:
+        return self.runs[0].env_steps
+
+    def step(self, timer: Phases | None = None, status: Status = quiet) -> list[Step]:
+        """Each seed's model phase (when due) and env step, then every seed's G updates as
+        one block. A model fit is not paused by a stop request here: the seeds stay in step."""
+        timer = timer or Untimed()
+        steps = [run.collect(timer, status=status) for run in self.runs]
+        due = {run.updates_due(step.env_steps) for run, step in zip(self.runs, steps, strict=True)}
+        if len(due) != 1:  # (alike configs keep them together: a bug if not)
+            raise RuntimeError(f"the seeds are out of step: updates due {sorted(due)}")
+        updates = due.pop()
+        if updates:
+            with timer.phase("sac"):
+                metrics = self.sac_updates(updates)
+            for s, (run, step) in enumerate(zip(self.runs, steps, strict=True)):
+                step.updates, step.sac = updates, {k: v[s] for k, v in metrics.items()}
+                run.updates += updates
+        return steps
+
+    def warm_up(self) -> dict[str, Compiled]:
+        """Compile the batched SAC update and each seed's model fit step now, on copies."""
+        with tf32_matmuls(self.speed.tf32):
+            parts = {"SAC update": self.agents.warm_up()}
+            for run in self.runs:
+                parts.update(run.model_side.warm_up())
+        return {name: c for name, c in parts.items() if c is not None}
+
+    def ran(self) -> dict[str, str]:
+        """What ran (as :meth:`MBPO.ran`): the batched update, and the first seed's fits."""
+        return {**self.runs[0].ran(), "speed/sac_update": self.sac_updates.ran}
+
+    def state_dicts(self, pool: bool = True) -> list[dict[str, Any]]:
+        """Seed s's state as its solo run's :meth:`MBPO.state_dict` (a solo run resumes it)."""
+        return [run.state_dict(pool) for run in self.runs]
+
+    def load_state_dicts(self, states: Sequence[dict[str, Any]]) -> None:
+        """Restore each seed from a state of :meth:`state_dicts` (or of a solo run)."""
+        if len(states) != len(self.runs):
+            raise ValueError(f"{len(states)} states for {len(self.runs)} seeds: need one each")
+        self.agents.load_state_dicts([state["agent"] for state in states])  # (all at once)
+        for run, state in zip(self.runs, states, strict=True):
+            run.load_state_dict(state)
+
+    def close(self) -> None:
+        for run in self.runs:
+            run.close()
+
+
+def _check_alike(runs: Sequence[MBPO]) -> None:
+    """The seeds' configs may differ in ``seed`` alone (a clear error before any work)."""
+    if not runs:
+        raise ValueError("batched seeds need at least one run")
+    base = dataclasses.replace(runs[0].cfg, seed=0)
+    for run in runs[1:]:
+        if dataclasses.replace(run.cfg, seed=0) != base:
+            raise ValueError(
+                f"seed {run.cfg.seed}'s config differs from seed {runs[0].cfg.seed}'s "
+                "in more than the seed: batched seeds run one config"
+            )
+    seeds = [run.cfg.seed for run in runs]
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"batched seeds must differ: seeds {seeds}")
