@@ -35,8 +35,6 @@ class BatchedSeeds:
         first = self.runs[0]
         self.speed = first.speed
         self.agents = SeedBatch([r.agent for r in self.runs], compile=self.speed.compile)
-        for s, run in enumerate(self.runs):  # (a seed's run saves and loads its slot)
-            run.learner = self.agents.slot(s)
         self.sac_updates = SeedUpdates(
             self.agents,
             [r.model_side for r in self.runs],
@@ -45,6 +43,9 @@ class BatchedSeeds:
             graphs=self.speed.graphs,
             tf32=self.speed.tf32,
         )
+        for s, run in enumerate(self.runs):  # a seed's run saves and loads its slot, and
+            run.learner = self.agents.slot(s)  # reports the batched block as what ran
+            run.sac_updates = self.sac_updates
 
     @property
     def env_steps(self) -> int:
@@ -75,10 +76,6 @@ class BatchedSeeds:
                 parts.update(run.model_side.warm_up())
         return {name: c for name, c in parts.items() if c is not None}
 
-    def ran(self) -> dict[str, str]:
-        """What ran (as :meth:`MBPO.ran`): the batched update, and the first seed's fits."""
-        return {**self.runs[0].ran(), "speed/sac_update": self.sac_updates.ran}
-
     def state_dicts(self, pool: bool = True) -> list[dict[str, Any]]:
         """Seed s's state as its solo run's :meth:`MBPO.state_dict` (a solo run resumes it)."""
         return [run.state_dict(pool) for run in self.runs]
@@ -97,12 +94,12 @@ class BatchedSeeds:
 
 
 def _check_alike(runs: Sequence[MBPO]) -> None:
-    """The seeds' configs may differ in ``seed`` alone (a clear error before any work)."""
+    """The seeds' configs may differ in ``seed`` (and the folder they resume) alone."""
     if not runs:
         raise ValueError("batched seeds need at least one run")
-    base = dataclasses.replace(runs[0].cfg, seed=0)
+    base = dataclasses.replace(runs[0].cfg, seed=0, resume=None)
     for run in runs[1:]:
-        if dataclasses.replace(run.cfg, seed=0) != base:
+        if dataclasses.replace(run.cfg, seed=0, resume=None) != base:
             raise ValueError(
                 f"seed {run.cfg.seed}'s config differs from seed {runs[0].cfg.seed}'s "
                 "in more than the seed: batched seeds run one config"

@@ -252,6 +252,13 @@ class Config:
     # Ctrl-C does: after the current step or model-fit epoch, with ckpt/last.pt to resume
     # from (null: no limit)
     max_minutes: float | None = None
+    # Seeds batched in one process (mbrl.batched_seeds, docs/scaling.md): this run and
+    # batch_seeds - 1 more of seeds seed + 1, ..., each in a run folder of its own (batch_dirs,
+    # or beside this run's folder as <folder>_seed<k>), their SAC updates as one batched block.
+    # Each folder is an ordinary run's (resume= alone continues it); resume=<this run's folder>
+    # with batch_seeds=S continues all S, which must be at the same step
+    batch_seeds: int = 1
+    batch_dirs: list[str] = field(default_factory=list)  # the other seeds' run folders
     # Plug-in modules the run imported (FLOWMBPO_PLUGINS), each with the folder it came from:
     # a resume, scripts/evaluate.py, probe.py and seeds.py import them again (set by the run)
     plugins: dict[str, str] = field(default_factory=dict)

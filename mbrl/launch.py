@@ -205,8 +205,14 @@ def check_before_start(config: DictConfig, lock: bool = True) -> Config:
         written = window_config(cfg)
     check_disk(written, *dims, folder or os.path.join("runs", cfg.env.name))
     run_dir = folder if lock and distributed.is_main() else None
-    if run_dir is not None:
-        runlock.acquire(run_dir)  # held until the process ends (the trainer reuses it)
+    seeds = [run_dir] if run_dir is not None else []
+    if cfg.batch_seeds > 1 and folder is not None:  # (a timestamped folder: new ones beside)
+        from mbrl.seed_trainer import check_folders, seed_folders
+
+        check_folders(cfg, folder)
+        seeds = seed_folders(cfg, folder) if run_dir is not None else []
+    for held in seeds:
+        runlock.acquire(held)  # held until the process ends (the trainer reuses it)
     return cfg
 
 
@@ -234,7 +240,8 @@ class ValidateCallback(Callback):
 def run(cfg: DictConfig) -> float:
     """The task function: train in hydra's run folder; returns the final eval return."""
     from mbrl.runtime.report import quit_text
-    from mbrl.trainer import Trainer  # heavy imports only once the config is known good
+    from mbrl.seed_trainer import SeedTrainer  # heavy imports only once the config is good
+    from mbrl.trainer import Trainer
 
     run_dir = HydraConfig.get().runtime.output_dir
     interrupt.starting()  # (again, for the next job of a multirun)
@@ -249,12 +256,15 @@ def run(cfg: DictConfig) -> float:
             from mbrl.tools.profiling import run_profile
 
             return float(run_profile(config, run_dir)["wall"])
-        trainer = Trainer(config, run_dir)
+        # batch_seeds > 1: S seeds in this process, their SAC updates batched
+        batched = config.batch_seeds > 1
+        trainer = SeedTrainer(config, run_dir) if batched else Trainer(config, run_dir)
     except (ConfigError, CheckpointError, runlock.RunFolderBusy) as err:
         fail(err)
         raise  # unreachable: fail exits
     try:
-        result = trainer.run()
+        out = trainer.run()
+        result = out[0] if isinstance(out, list) else out  # (batched: the first seed's)
     except CheckpointError as err:  # e.g. the disk ran full: last.pt holds the last good state
         fail(err, code=1)
         raise

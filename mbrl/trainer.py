@@ -63,6 +63,7 @@ class Trainer:
         self._learner_metrics: dict[str, Tensor] = {}
         self.timer = PhaseTimer(self.device)
         self.step_hook: Callable[[], None] | None = None  # called after every env step
+        self.narrates = True  # prints the time left (a batch's other seeds do not)
         self.stopped = ""  # what ended run() early: "Ctrl-C", "max_minutes=... reached"
         self.progress = Progress(cfg.total_steps, 0, False, 0)  # run() makes the real one
         self.clock = RunClock(cfg)  # work and rates, for the estimate of the time left
@@ -100,25 +101,43 @@ class Trainer:
     def run(self) -> float:
         """Train to ``total_steps``; returns the last evaluation's mean return. Ctrl-C or the end
         of ``max_minutes`` stops after the current step (or fit epoch), with ``ckpt/last.pt``."""
-        cfg, stop = self.cfg, StopRequest(lambda: self.progress.waiting_for(), self.cfg.max_minutes)
+        stop = StopRequest(lambda: self.progress.waiting_for(), self.cfg.max_minutes)
         self.warm_up()
-        if self.main:
-            print(report.start_text(self), file=sys.stderr, flush=True)
-        shown = cfg.logger.progress and self.main
-        self.progress = Progress(cfg.total_steps, self.env_steps, shown, cfg.algorithm.init_steps)
+        self.begin()
         try:
             with stop:
                 if self._loop(stop.agreed):
-                    self.stopped = stop.why
-                    self._save_now()
+                    self.stop(stop.why)
         finally:
-            self.progress.close()
-            self.logger.close()
-            if self.evaluator is not None:
-                self.evaluator.close()
-            self.algo.close()
-            if self.main:
-                runlock.release(self.run_dir)
+            self.end()
+        return self.finish()
+
+    def begin(self, shown: bool = True, note: str = "") -> None:
+        """The start block (on rank 0; ``note``: lines after it) and the progress bar
+        (``shown``: the block and the bar at all)."""
+        cfg = self.cfg
+        if self.main and shown:
+            print(report.start_text(self) + note, file=sys.stderr, flush=True)
+        shown = shown and cfg.logger.progress and self.main
+        self.progress = Progress(cfg.total_steps, self.env_steps, shown, cfg.algorithm.init_steps)
+
+    def stop(self, why: str) -> None:
+        """Stopped early (``why``: Ctrl-C, the time limit): ``ckpt/last.pt`` at this step."""
+        self.stopped = why
+        self._save_now()
+
+    def end(self) -> None:
+        """Close what the run holds open (files, env workers, the folder's lock)."""
+        self.progress.close()
+        self.logger.close()
+        if self.evaluator is not None:
+            self.evaluator.close()
+        self.algo.close()
+        if self.main:
+            runlock.release(self.run_dir)
+
+    def finish(self) -> float:
+        """The closing summary (on rank 0); the last evaluation's mean return."""
         if self.main:
             self.progress.write(report.summary_text(self, self.stopped or "finished"))
         return self.last_eval.get("eval/return_mean", float("nan"))
@@ -164,7 +183,7 @@ class Trainer:
             self._learner_metrics = step.sac
             done["sac"] += step.updates
         self.progress.step(self.env_steps)
-        if self.main:  # the bar's ETA from per-phase rates, and once the time left by phase
+        if self.main and self.narrates:  # the bar's ETA from per-phase rates, once by phase
             self.clock.tick(self.progress, self.timer, self.env_steps)
         self._periodic()
         if self.step_hook is not None:

@@ -4,15 +4,24 @@ reference is each seed's own MBPO object, stepped alone."""
 from __future__ import annotations
 
 import copy
+import os
+import shutil
 
 import numpy as np
 import pytest
 import torch
+from omegaconf import OmegaConf
 from test_mbpo import _algo, _flat, mbpo_config
 
 from mbrl.batched_seeds import BatchedSeeds
+from mbrl.config import ConfigError
+from mbrl.seed_trainer import SeedTrainer, check_folders
+from mbrl.trainer import Trainer
+
+from test_trainer import _comparable, _rows
 
 SEEDS = (0, 1, 2)
+MBPO_TINY_RUN = {"total_steps": 300, "eval.every": 100, "checkpoint.snapshots": False}
 # The batched updates' matmuls round differently from a solo agent's (vmap: one batched
 # matmul for all seeds): after 320 updates and two model phases the largest difference in
 # any weight, Adam moment, model parameter or buffer row was 9.5e-7 (CPU, torch 2.13).
@@ -86,3 +95,59 @@ def test_seeds_that_differ_in_more_than_the_seed_are_refused() -> None:
         BatchedSeeds([one, other])
     with pytest.raises(ValueError, match=r"seeds must differ: seeds \[0, 0\]"):
         BatchedSeeds([one, _algo(mbpo_config(seed=0))])
+
+
+def _close_rows(got: list[dict], want: list[dict], tol: float = 1e-4) -> None:
+    """Two runs' logged rows: the same keys and steps, numbers within ``tol`` (relative and
+    absolute), wall-clock figures apart."""
+    assert [r["step"] for r in got] == [r["step"] for r in want]
+    for a, b in zip(got, want, strict=True):
+        assert a.keys() == b.keys()
+        for k, v in b.items():
+            if "seconds" in k:  # (wall-clock)
+                continue
+            if isinstance(v, float):
+                assert a[k] == pytest.approx(v, rel=tol, abs=tol), (a["step"], k)
+            else:
+                assert a[k] == v, (a["step"], k)
+
+
+def test_batch_seeds_writes_each_seeds_run_folder_as_its_solo_run(tmp_path: str) -> None:
+    """batch_seeds=2: seed 0 in the run folder, seed 1 in <folder>_seed1, each folder's
+    metrics (losses, evaluations, buffers) those of the seed run alone; a batch stopped by
+    max_minutes (as by Ctrl-C) and resumed equals the uninterrupted batch exactly, and a
+    seed's folder resumes alone (a solo run) as well."""
+    cfg = {**MBPO_TINY_RUN, "batch_seeds": 2}
+    full, split = os.path.join(tmp_path, "full"), os.path.join(tmp_path, "split")
+    returns = SeedTrainer(mbpo_config(**cfg), full).run()
+    assert len(returns) == 2
+    for seed, folder in enumerate((full, f"{full}_seed1")):
+        solo = os.path.join(tmp_path, f"solo{seed}")
+        Trainer(mbpo_config(**{**MBPO_TINY_RUN, "seed": seed}), solo).run()
+        _close_rows(_comparable(_rows(folder)), _comparable(_rows(solo)))
+        saved = OmegaConf.load(os.path.join(folder, "config.yaml"))
+        assert saved.seed == seed and saved.batch_seeds == 1  # (an ordinary run's config)
+    stopped = SeedTrainer(mbpo_config(**{**cfg, "max_minutes": 1e-9}), split)
+    stopped.run()  # (over its minutes by the end of the first step)
+    assert stopped.stopped == "max_minutes=1e-09 reached"
+    resumed = SeedTrainer(mbpo_config(**{**cfg, "resume": split}), split)
+    assert [t.env_steps for t in resumed.trainers] == [1, 1]
+    resumed.run()
+    for a, b in ((full, split), (f"{full}_seed1", f"{split}_seed1")):
+        _close_rows(_comparable(_rows(b)), _comparable(_rows(a)), tol=0.0)
+    alone = os.path.join(tmp_path, "alone")
+    shutil.copytree(f"{full}_seed1", alone)
+    more = {**MBPO_TINY_RUN, "total_steps": 350, "resume": alone}
+    Trainer(mbpo_config(**more), alone).run()
+    assert _rows(alone)[-1]["step"] == 350
+
+
+def test_bad_batches_are_refused_before_anything_is_written(tmp_path: str) -> None:
+    run = os.path.join(tmp_path, "run")
+    with pytest.raises(ConfigError, match="batch_dirs has 1 folders; with batch_seeds=3 give 2"):
+        mbpo_config(batch_seeds=3, batch_dirs=["x"])
+    os.makedirs(f"{run}_seed1")
+    with open(os.path.join(f"{run}_seed1", "metrics.jsonl"), "w", encoding="utf-8") as f:
+        f.write("{}\n")
+    with pytest.raises(ConfigError, match="_seed1 exists and is not empty"):
+        check_folders(mbpo_config(batch_seeds=2), run)

@@ -82,6 +82,11 @@ def check_world(cfg: Config, world: int) -> None:
             )
     if cfg.profile.enabled:
         raise ConfigError("profile=true runs in one process; start it without torchrun")
+    if cfg.batch_seeds > 1:
+        raise ConfigError(
+            f"batch_seeds={cfg.batch_seeds} runs its seeds in one process; start it without "
+            "torchrun (or run one seed over several processes with batch_seeds=1)"
+        )
     check_gpus(cfg.device, int(os.environ.get("LOCAL_WORLD_SIZE", world)))
 
 

@@ -83,12 +83,25 @@ def _check_ranges(c: Config) -> None:
         _at_least("env.max_episode_steps", c.env.max_episode_steps, 1, "positive or null")
     if c.max_minutes is not None and not c.max_minutes > 0:
         raise ConfigError(f"max_minutes={c.max_minutes:g} is not allowed; it must be > 0 or null")
+    _check_batch(c)
     _check_agent(c.agent)
     _check_model(c.model)
     _check_mbpo(c)
     _positive("profile", c.profile, "updates", "eval_episodes", "top_ops")
     if c.profile.model_epochs is not None:
         _at_least("profile.model_epochs", c.profile.model_epochs, 1, "positive or null")
+
+
+def _check_batch(c: Config) -> None:
+    """batch_seeds and batch_dirs (mbrl.seed_trainer): S seeds, S - 1 folders or none."""
+    _at_least("batch_seeds", c.batch_seeds, 1, "a positive number of seeds in this process")
+    if c.batch_dirs and len(c.batch_dirs) != c.batch_seeds - 1:
+        raise ConfigError(
+            f"batch_dirs has {len(c.batch_dirs)} folders; with batch_seeds={c.batch_seeds} "
+            f"give {c.batch_seeds - 1} (the other seeds' run folders) or none (beside this one)"
+        )
+    if c.batch_seeds > 1 and c.profile.enabled:
+        raise ConfigError("batch_seeds > 1 with profile.enabled=true: profile one seed's run")
 
 
 def _positive(prefix: str, obj: object, *keys: str) -> None:
