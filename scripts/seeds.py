@@ -1,10 +1,13 @@
 """Run one config over many seeds and variants, and report mean ± std over the seeds.
 
     python scripts/seeds.py OUT --seeds 0-4 --vary model=gaussian,flow --steps 20000 \\
-        [--stage 5000] [--budget 2h] [--procs P] [--mps auto] [--reference CSV] -- env=hopper
+        [--stage 5000] [--budget 2h] [--procs P] [--batch S] [--mps auto] [--reference CSV] \\
+        -- env=hopper
 
 Every (variant, seed) is a ``scripts/train.py`` run in ``OUT/runs/<variant>/seed_<k>``, P
-at a time (default: one per core on a CPU, with one torch thread each; 10 on a GPU). The same
+at a time (default: one per core on a CPU, with one torch thread each; 10 on a GPU); with
+``--batch S`` each process runs up to S seeds of a variant, their SAC updates batched
+(train.py's ``batch_seeds``; each seed keeps its own folder). The same
 command again continues every run where it stopped (``--steps`` may grow; more seeds or
 variants may be added). ``--stage N`` takes every run to N env steps, then all to 2N, ...,
 so that a stopped campaign has all its seeds at about the same step. ``--budget`` stops
@@ -45,6 +48,8 @@ from mbrl.tools.seed_runs import (
     Job,
     Pool,
     Variant,
+    batches,
+    members,
     parse_duration,
     parse_seeds,
     stages,
@@ -87,6 +92,10 @@ def arguments() -> argparse.Namespace:
     )
     p.add_argument("--procs", type=int, default=None, help="runs at a time")
     p.add_argument("--threads", type=int, default=1, help="torch threads per run (default 1)")
+    p.add_argument(
+        "--batch", type=int, default=1, help="seeds per process, their SAC updates batched "
+        "(train.py's batch_seeds; default 1: a process per run)"
+    )  # fmt: skip
     p.add_argument(
         "--mps", choices=MODES, default="auto", help="CUDA MPS for the runs (default auto: "
         "on for several processes on a GPU)"
@@ -200,6 +209,8 @@ def main() -> int:
         budget = parse_duration(args.budget) if args.budget else None
         if args.procs is not None and args.procs < 1:
             raise ValueError(f"--procs {args.procs}: give 1 or more")
+        if args.batch < 1:
+            raise ValueError(f"--batch {args.batch}: give 1 or more seeds per process")
         import_plugins(args.out)
         steps, device = check(args.overrides, arms, args.steps, args.report_only)
         plan = manifest(args.out, args.overrides, arms, seeds)
@@ -250,13 +261,17 @@ def main() -> int:
         pool.env, record["mps"] = {**shares(procs), **(mps.env if mps else {})}, mps is not None
         memory = GpuMemory() if device == "cuda" else None
         budget_text = f", budget {args.budget}" if budget else ""
+        units, split = batches(chosen, args.batch)
+        per = f" ({len(units)} processes, up to {args.batch} seeds each)" if args.batch > 1 else ""
         print(
-            f"{len(chosen)} runs ({len(arms)} variants x {len(seeds)} seeds) to {steps:,} env "
-            f"steps, {procs} at a time on {device}, {mps_text}{budget_text}",
+            f"{len(chosen)} runs ({len(arms)} variants x {len(seeds)} seeds){per} to {steps:,} "
+            f"env steps, {procs} at a time on {device}, {mps_text}{budget_text}",
             file=sys.stderr,
         )
+        for line in split:
+            print(line, file=sys.stderr)
         for target in stages(steps, args.stage):
-            pool.run(chosen, target)
+            pool.run(units, target)
             if not pool.can_start():  # (the budget is spent, or Ctrl-C)
                 break
     except KeyboardInterrupt:
@@ -334,7 +349,9 @@ def _live(pool: Pool | None, job: Job) -> float:
     """Seconds a still running job has run so far in this invocation."""
     if pool is None:
         return 0.0
-    return sum(time.time() - t for j, _, t in pool.active.values() if j is job)
+    return sum(
+        time.time() - t for j, _, t in pool.active.values() if any(m is job for m in members(j))
+    )
 
 
 def _history(out: str) -> list[dict]:

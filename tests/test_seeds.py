@@ -16,7 +16,15 @@ import time
 import numpy as np
 import pytest
 
-from mbrl.tools.seed_runs import parse_duration, parse_seeds, stages
+from mbrl.tools.seed_runs import (
+    Batch,
+    Job,
+    Variant,
+    batches,
+    parse_duration,
+    parse_seeds,
+    stages,
+)
 from mbrl.tools.seed_tables import stands_still
 from mbrl.tools.stats import bootstrap_interval
 
@@ -135,14 +143,16 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_a_signal_stops_every_run_with_a_checkpoint(tmp_path: str, sig: int) -> None:
+@pytest.mark.parametrize(
+    ("sig", "batch"), [(signal.SIGTERM, 1), (signal.SIGINT, 2)], ids=["SIGTERM", "SIGINT-batch2"]
+)
+def test_a_signal_stops_every_run_with_a_checkpoint(tmp_path: str, sig: int, batch: int) -> None:
     """``kill PID`` or ``kill -INT PID`` on a command started as ``cmd &`` (SIGINT ignored,
     as a non-interactive shell starts it): every run stops with its checkpoint, none is
-    left running, the report is written."""
+    left running, the report is written; with ``--batch 2`` both seeds in one process."""
     out = os.path.join(tmp_path, "camp")
     cmd = [sys.executable, os.path.join(ROOT, "scripts", "seeds.py"), out, "--seeds", "0-1",
-           "--steps", "200000", "--procs", "2", "--", *TINY]  # fmt: skip
+           "--steps", "200000", "--procs", "2", "--batch", str(batch), "--", *TINY]  # fmt: skip
 
     def background() -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -167,9 +177,10 @@ def test_a_signal_stops_every_run_with_a_checkpoint(tmp_path: str, sig: int) -> 
             os.killpg(pid, signal.SIGKILL)
         if proc.poll() is None:
             proc.kill()
-    assert len(pids) == 2 and not alive, text
+    assert len(pids) == 2 // batch and not alive, text
     for s, run in zip((0, 1), runs, strict=True):
-        assert f"base/seed_{s} stopped at step" in text, text
+        name = f"base/seed_{s}" if batch == 1 else "base/seeds_0,1"
+        assert f"{name} stopped at step" in text, text
         assert os.path.isfile(os.path.join(run, "ckpt", "last.pt"))
     assert os.path.isfile(os.path.join(out, "summary.md"))
 
@@ -190,6 +201,34 @@ def test_bad_input_is_refused_before_any_run(tmp_path: str) -> None:
         parse_seeds("a-b")
     with pytest.raises(ValueError, match="--budget"):
         parse_duration("2 hours")
+
+
+def test_batches_group_each_variants_seeds_that_are_at_one_step(tmp_path: str) -> None:
+    """--batch 2: a variant's seeds two by two, in order; a group whose runs are at different
+    steps (one has a checkpoint, one not) runs one by one, and says so."""
+    flow, gauss = Variant(("model=flow",)), Variant(("model=gaussian",))
+    jobs = [
+        Job(v, s, os.path.join(tmp_path, v.folder, f"seed_{s}"))
+        for s in range(3)
+        for v in (flow, gauss)
+    ]
+    ahead = jobs[3].path  # gaussian seed 1: a checkpoint at step 500
+    os.makedirs(os.path.join(ahead, "ckpt"))
+    open(os.path.join(ahead, "ckpt", "last.pt"), "wb").close()
+    with open(os.path.join(ahead, "metrics.jsonl"), "w", encoding="utf-8") as f:
+        f.write('{"step": 500}\n')
+    units, said = batches(jobs, 2)
+    names = [u.name for u in units]
+    assert names == ["model-flow/seeds_0,1", "model-flow/seed_2", "model-gaussian/seed_0",
+                     "model-gaussian/seed_1", "model-gaussian/seed_2"]  # fmt: skip
+    assert said == [
+        "model-gaussian: seed 0 at 0, seed 1 at 500: not at one step, so run one by one"
+    ]
+    batch = units[0]
+    assert isinstance(batch, Batch)
+    cmd = batch.command([], 1000, 1, None)
+    assert f"hydra.run.dir={jobs[0].path}" in cmd and "seed=0" in cmd
+    assert cmd[-2:] == ["batch_seeds=2", f"batch_dirs=['{jobs[2].path}']"]
 
 
 def test_parsing_and_stages() -> None:

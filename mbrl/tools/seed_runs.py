@@ -80,6 +80,53 @@ class Job:
         return [sys.executable, TRAIN, *over, *common, f"hydra.run.dir={self.path}"]
 
 
+@dataclass
+class Batch:
+    """Several seeds of one variant as one process (train.py's ``batch_seeds``): the first
+    job's command with the others' folders; their SAC updates run batched."""
+
+    jobs: list[Job]
+
+    @property
+    def name(self) -> str:
+        seeds = ",".join(str(j.seed) for j in self.jobs)
+        return f"{self.jobs[0].variant.folder}/seeds_{seeds}"
+
+    def steps(self) -> int:
+        return min(j.steps() for j in self.jobs)
+
+    def command(
+        self, base: list[str], target: int, threads: int, minutes: float | None
+    ) -> list[str]:
+        dirs = ",".join(f"'{j.path}'" for j in self.jobs[1:])
+        batch = [f"batch_seeds={len(self.jobs)}", f"batch_dirs=[{dirs}]"]
+        return [*self.jobs[0].command(base, target, threads, minutes), *batch]
+
+
+def batches(jobs: list[Job], size: int) -> tuple[list[Job | Batch], list[str]]:
+    """``jobs`` as processes: each variant's seeds in groups of up to ``size`` (in order),
+    a group of one or of runs at different steps (which cannot go on together) as solo runs;
+    and a line for each group split so."""
+    units: list[Job | Batch] = []
+    said: list[str] = []
+    variants = list(dict.fromkeys(j.variant for j in jobs))
+    for variant in variants:
+        own = [j for j in jobs if j.variant == variant]
+        for i in range(0, len(own), size):
+            group = own[i : i + size]
+            at = {
+                (os.path.isfile(os.path.join(j.path, "ckpt", "last.pt")), j.steps()) for j in group
+            }
+            if len(group) > 1 and len(at) == 1:
+                units.append(Batch(group))
+                continue
+            if len(group) > 1:
+                steps = ", ".join(f"seed {j.seed} at {j.steps():,}" for j in group)
+                said.append(f"{variant.folder}: {steps}: not at one step, so run one by one")
+            units += group
+    return units, said
+
+
 def last_step(metrics: str) -> int:
     """The step of the last line of a metrics.jsonl (0 when there is none)."""
     if not os.path.isfile(metrics):
@@ -120,12 +167,15 @@ class Pool:
     every: float = 300.0  # ... and at least this often, in seconds, while runs go on
     say: Callable[[str], None] = lambda text: print(text, file=sys.stderr, flush=True)
     env: dict[str, str] = field(default_factory=dict)  # added to each run's environment (MPS)
-    active: dict[int, tuple[Job, subprocess.Popen[bytes], float]] = field(default_factory=dict)
+    active: dict[int, tuple[Job | Batch, subprocess.Popen[bytes], float]] = field(
+        default_factory=dict
+    )
     stopping_since: float | None = None
     _changed: float = field(default_factory=time.time)
 
-    def run(self, jobs: list[Job], target: int) -> None:
-        """Advance ``jobs`` to ``target`` env steps (those already there are skipped)."""
+    def run(self, jobs: list[Job | Batch], target: int) -> None:
+        """Advance ``jobs`` to ``target`` env steps (those already there are skipped); a
+        :class:`Batch` is one process for its seeds."""
         queue = [j for j in jobs if j.steps() < target]
         try:
             while (queue and self.can_start()) or self.active:
@@ -149,11 +199,13 @@ class Pool:
         start, do some work and stop."""
         return self.stopping_since is None and self.deadline - time.time() > 2 * START_AND_STOP
 
-    def _start(self, job: Job, target: int) -> None:
-        aside = set_aside(job)
-        if aside:
-            self.say(f"{job.name}: no checkpoint in its folder; moved to {aside}")
-        job.before, job.target = job.steps(), target
+    def _start(self, job: Job | Batch, target: int) -> None:
+        for member in members(job):
+            aside = set_aside(member)
+            if aside:
+                self.say(f"{member.name}: no checkpoint in its folder; moved to {aside}")
+            member.before, member.target = member.steps(), target
+        before = job.steps()
         os.makedirs(self.logs, exist_ok=True)
         log = open(self.log_path(job), "ab")  # noqa: SIM115
         cmd = job.command(self.base, target, self.threads, self._minutes_left())
@@ -163,8 +215,8 @@ class Pool:
                                 env={**os.environ, **self.env})  # fmt: skip
         log.close()  # (the child holds its own descriptor)
         self.active[proc.pid] = (job, proc, time.time())
-        verb = "continues" if job.before else "starts"
-        self.say(f"{job.name} {verb} at step {job.before:,} -> {target:,} (pid {proc.pid})")
+        verb = "continues" if before else "starts"
+        self.say(f"{job.name} {verb} at step {before:,} -> {target:,} (pid {proc.pid})")
 
     def _minutes_left(self) -> float | None:
         """A new process's allowance: the budget's time left, less its start-up (imports,
@@ -174,7 +226,7 @@ class Pool:
             return None
         return max(0.1, (self.deadline - time.time() - START_AND_STOP) / 60)
 
-    def log_path(self, job: Job) -> str:
+    def log_path(self, job: Job | Batch) -> str:
         """The file a run's console output goes to."""
         return os.path.join(self.logs, job.name.replace("/", "__") + ".log")
 
@@ -184,19 +236,25 @@ class Pool:
             if code is None:
                 continue
             del self.active[pid]
-            job.seconds += time.time() - started
-            now = job.steps()
-            job.outcome = {0: "done", STOPPED: "stopped"}.get(code, f"failed (exit {code})")
-            if code == 0 and now < job.target:  # (its max_minutes, the budget, ran out)
-                job.outcome = "stopped"
-            if code not in (0, STOPPED) and self.stopping_since is not None:
-                job.outcome = f"stopped (exit {code})"  # (asked to stop, during its start-up)
-            self.say(f"{job.name} {job.outcome} at step {now:,} ({job.seconds:,.0f} s)")
-            if job.outcome.startswith("failed"):
-                self.say(
-                    f"  its output: {os.path.join(self.logs, job.name.replace('/', '__'))}.log"
-                )
+            for member in members(job):
+                member.seconds += time.time() - started
+                member.outcome = self._outcome(code, member)
+            outcome = members(job)[0].outcome
+            self.say(
+                f"{job.name} {outcome} at step {job.steps():,} ({time.time() - started:,.0f} s)"
+            )
+            if outcome.startswith("failed"):
+                self.say(f"  its output: {self.log_path(job)}")
             self._report()
+
+    def _outcome(self, code: int, job: Job) -> str:
+        """What a run's process exit ``code`` means for it."""
+        outcome = {0: "done", STOPPED: "stopped"}.get(code, f"failed (exit {code})")
+        if code == 0 and job.steps() < job.target:  # (its max_minutes, the budget, ran out)
+            outcome = "stopped"
+        if code not in (0, STOPPED) and self.stopping_since is not None:
+            outcome = f"stopped (exit {code})"  # (asked to stop, during its start-up)
+        return outcome
 
     def _status(self) -> None:
         """One line: where each running run is."""
@@ -235,6 +293,11 @@ class Pool:
             for _, proc, _ in self.active.values():
                 _signal(proc, signal.SIGKILL, group=True)
             self._reap()
+
+
+def members(job: Job | Batch) -> list[Job]:
+    """The runs a process runs: a job's own, or a batch's."""
+    return job.jobs if isinstance(job, Batch) else [job]
 
 
 def _signal(proc: subprocess.Popen[bytes], sig: int, group: bool) -> None:
