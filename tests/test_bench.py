@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from mbrl.bench import loop_bench, reference_worker, scale_bench, update_bench
+from mbrl.bench import loop_bench, reference_worker, scale_bench, seed_bench, update_bench
 from mbrl.bench import micro as bench
 from mbrl.config import Config
 
@@ -76,10 +76,9 @@ def test_loop_speed_refuses_a_folder_that_is_no_checkout(tmp_path: str) -> None:
 
 
 def test_bench_script_sac_only_writes_the_sac_rows(tmp_path: str) -> None:
-    """--sac-only: the update rows; with --seed-batch, S solo blocks vs one batched block."""
     out = os.path.join(tmp_path, "bench.json")
     script = os.path.join(ROOT, "scripts", "bench.py")
-    args = ["--sac-only", "--skip-compile", "--repeats", "1", "--seed-batch", "2", "--json", out]
+    args = ["--sac-only", "--skip-compile", "--repeats", "1", "--json", out]
     proc = subprocess.run([sys.executable, script, *args], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     with open(out, encoding="utf-8") as f:
@@ -87,10 +86,16 @@ def test_bench_script_sac_only_writes_the_sac_rows(tmp_path: str) -> None:
     assert set(res["sac"]) == {"eager, amp=off", "eager, amp=bf16"}
     assert "model_fit_samples_per_s" not in res and "whole_loop" not in res
     assert "% of GEMM" in proc.stdout and "x the first row's time" in proc.stdout
-    row = res["seed_batch"]["S=2"]
+    assert "seed_batch" not in res  # (only with --seed-batch)
+
+
+def test_seed_batch_rows_time_solo_blocks_against_one_batched_block() -> None:
+    """scripts/bench.py --seed-batch 2's rows: per seed and together, and what ran."""
+    row = seed_bench.seed_batches(bench.Bench(torch.device("cpu"), repeats=1), [2], 32, 2)["S=2"]
     assert row["ran"] == row["ran_solo"] == "eager" and row["time_vs_solo"] > 0
     per_seed, together = row["batched_updates_per_s_per_seed"], row["batched_updates_per_s_all"]
-    assert together == pytest.approx(2 * per_seed) and "S=2: seeds batched vs solo" in proc.stdout
+    assert per_seed > 0 and together == pytest.approx(2 * per_seed)
+    assert row["solo_updates_per_s_all"] == pytest.approx(2 * row["solo_updates_per_s_per_seed"])
 
 
 def test_eval_rows_time_sequential_and_vector_evaluation() -> None:

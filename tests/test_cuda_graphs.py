@@ -194,3 +194,36 @@ def test_the_acting_copy_gets_the_weights_of_its_refresh() -> None:
     assert acting.copy is not None
     for key, value in acting.copy.state_dict().items():
         assert torch.equal(value, expected[key].cpu()), key
+
+
+@pytest.mark.mechanism
+def test_a_batch_of_seeds_graphed_equals_its_solo_agents_eager() -> None:
+    """Three seeds batched (mbrl.agents.seed_batch), compiled and captured as one CUDA graph
+    per block, against each seed's solo agent eager: 8 blocks of 5 updates (3 warm-up
+    blocks, a capture, replays that advance each seed's generator), the same weights to
+    within RTOL / ATOL."""
+    from mbrl.agents.seed_batch import SeedBatch, SeedUpdates
+
+    dev, cfg = torch.device("cuda"), SACConfig(hidden_sizes=[64, 64], batch_size=64)
+    agents = []
+    for s in range(3):
+        torch.manual_seed(s)
+        agents.append(SAC(OBS, ACT, cfg, dev))
+    twins = [copy.deepcopy(a) for a in agents]
+    rows = [RealRows(dev, 2000, OBS, ACT) for _ in agents]
+
+    def gens() -> list[torch.Generator]:
+        return [torch.Generator(device=dev).manual_seed(10 + s) for s in range(3)]
+
+    batch = SeedBatch(agents, compile=True)
+    batch.warm_up()
+    batched = SeedUpdates(batch, rows, 64, gens(), graphs=True)
+    solo = [SACUpdates(a, r, 64, g) for a, r, g in zip(twins, rows, gens(), strict=True)]
+    for _ in range(8):
+        batched(5)
+        for block in solo:
+            block(5)
+    assert batched.ran == "compiled, graphed" and batched.replays == 8 - 3
+    for state, twin in zip(batch.state_dicts(), twins, strict=True):
+        for name, w in twin.actor.state_dict().items():
+            torch.testing.assert_close(state["actor"][name], w, rtol=RTOL, atol=ATOL)

@@ -104,7 +104,8 @@ def sac_updates(
     g256, f256 = gemm_block(256, b.device)
     g1024, f1024 = gemm_block(1024, b.device)
     try:
-        t = b.side_by_side({**runs, "g256": g256, "g1024": g1024}, max(4 * b.repeats, 20))
+        # 4 rounds per repeat: 20 at the default 5 (a quick --repeats 1 takes 4)
+        t = b.side_by_side({**runs, "g256": g256, "g1024": g1024}, 4 * b.repeats)
     finally:
         if worker is not None:
             worker.close()
