@@ -105,12 +105,23 @@ class SeedTrainer:
         pairs = zip(seed_configs(cfg, folders), folders, strict=True)
         self.trainers = [Trainer(c, d) for c, d in pairs]
         lead = self.lead = self.trainers[0]
-        for t in self.trainers[1:]:  # one process: its phases' times are all seeds'
-            t.timer, t.narrates = lead.timer, False
+        # One process: its phases' times are all seeds', read once per log line by the first
+        # seed (it logs first) and logged by the others as they are.
+        self._times: dict[str, float] = {}
+        lead.interval = self._read_times
+        for t in self.trainers[1:]:
+            t.timer, t.narrates, t.interval = lead.timer, False, self._last_times
         self.seeds = BatchedSeeds([t.algo for t in self.trainers])
         if lead.main:  # (what Ctrl-C says names the first seed's folder, not the last's)
             profile = lead.cfg.profile.enabled
             interrupt.describe(lambda at: quit_text(at, lead.run_dir, lead.ckpt, profile))
+
+    def _read_times(self) -> dict[str, float]:
+        self._times = self.lead.timer.metrics()
+        return self._times
+
+    def _last_times(self) -> dict[str, float]:
+        return dict(self._times)
 
     @property
     def stopped(self) -> str:

@@ -64,6 +64,8 @@ class Trainer:
         self.timer = PhaseTimer(self.device)
         self.step_hook: Callable[[], None] | None = None  # called after every env step
         self.narrates = True  # prints the time left (a batch's other seeds do not)
+        # The phases' seconds since the last log line (a batch's other seeds: the first's)
+        self.interval: Callable[[], dict[str, float]] = self.timer.metrics
         self.stopped = ""  # what ended run() early: "Ctrl-C", "max_minutes=... reached"
         self.progress = Progress(cfg.total_steps, 0, False, 0)  # run() makes the real one
         self.clock = RunClock(cfg)  # work and rates, for the estimate of the time left
@@ -232,7 +234,7 @@ class Trainer:
     def _log(self) -> None:
         metrics: dict[str, Any] = {f"learner/{k}": v for k, v in self._learner_metrics.items()}
         metrics.update(self.algo.metrics())  # learner/updates, buffer/*, collector/*
-        metrics.update(self.timer.metrics())
+        metrics.update(self.interval())
         metrics["process/rss_mb"] = rss_mb()
         if self.device.type == "cuda":  # (what several runs on one GPU each hold at most)
             metrics["process/gpu_peak_mb"] = torch.cuda.max_memory_reserved(self.device) / 2**20

@@ -127,6 +127,10 @@ def test_batch_seeds_writes_each_seeds_run_folder_as_its_solo_run(tmp_path: str)
         _close_rows(_comparable(_rows(folder)), _comparable(_rows(solo)))
         saved = OmegaConf.load(os.path.join(folder, "config.yaml"))
         assert saved.seed == seed and saved.batch_seeds == 1  # (an ordinary run's config)
+    # Every seed logs the process's phase times of each interval (the same figures).
+    times = [[{k: v for k, v in r.items() if k.startswith("time/")} for r in _rows(folder)]
+             for folder in (full, f"{full}_seed1")]  # fmt: skip
+    assert times[0] == times[1] and sum("time/sac" in t for t in times[0]) >= 2
     stopped = SeedTrainer(mbpo_config(**{**cfg, "max_minutes": 1e-9}), split)
     stopped.run()  # (over its minutes by the end of the first step)
     assert stopped.stopped == "max_minutes=1e-09 reached"
