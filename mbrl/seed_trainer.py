@@ -136,7 +136,10 @@ class SeedTrainer:
         others = "".join(
             f"\n               seed {t.cfg.seed}: {t.run_dir}" for t in self.trainers[1:]
         )
-        note = f"\n  batched      {len(self.trainers)} seeds in this process (batch_seeds):{others}"
+        note = (
+            f"\n  batched      {len(self.trainers)} seeds in this process (batch_seeds; memory "
+            f"and checkpoints above are each seed's):{others}"
+        )
         for i, t in enumerate(self.trainers):
             t.begin(shown=i == 0, note=note)
         try:

@@ -223,6 +223,7 @@ def main() -> int:
     history = _history(args.out)
     now = time.time()
     record: dict[str, Any] = {"start": now, "end": now, "procs": procs, "device": device}
+    record["batch"] = args.batch  # seeds per process
     record.update(commit=commit(), runs={})
     report_dir = args.report or args.out
     pool: Pool | None = None

@@ -155,3 +155,27 @@ def test_bad_batches_are_refused_before_anything_is_written(tmp_path: str) -> No
         f.write("{}\n")
     with pytest.raises(ConfigError, match="_seed1 exists and is not empty"):
         check_folders(mbpo_config(batch_seeds=2), run)
+
+
+def test_memory_and_disk_checks_count_every_seed_of_a_batch(
+    tmp_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What fits one seed (buffers in memory, checkpoints on disk) but not two: batch_seeds=2
+    is refused before start, naming the seeds; one seed alone goes on."""
+    import collections
+
+    import mbrl.runtime.disk as disk
+    import mbrl.runtime.memory as memory
+
+    one, two = mbpo_config(), mbpo_config(batch_seeds=2)
+    need = sum(memory.buffer_bytes(one, 11, 3))
+    monkeypatch.setattr(memory, "free_bytes", lambda device: 1.5 * need / memory.HEADROOM)
+    memory.check_memory(one, 11, 3, torch.device("cpu"))
+    with pytest.raises(ConfigError, match="for batch_seeds=2 seeds"):
+        memory.check_memory(two, 11, 3, torch.device("cpu"))
+    total = disk.checkpoint_sizes(one, 11, 3).total
+    usage = collections.namedtuple("usage", "total used free")
+    monkeypatch.setattr(disk.shutil, "disk_usage", lambda where: usage(0, 0, 1.5 * total))
+    disk.check_disk(one, 11, 3, str(tmp_path))
+    with pytest.raises(ConfigError, match="for each of batch_seeds=2 seeds"):
+        disk.check_disk(two, 11, 3, str(tmp_path))

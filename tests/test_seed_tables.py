@@ -119,15 +119,18 @@ def test_throughput_lines_say_process_and_run_in_the_singular() -> None:
     two = {"start": 0.0, "end": 100.0, "procs": 2, "device": "cpu",
            "runs": {"a": {"before": 0, "after": 300, "seconds": 100.0},
                     "b": {"before": 0, "after": 500, "seconds": 100.0}}}  # fmt: skip
-    lines = throughput([one, two])
+    batched = {**two, "procs": 1, "batch": 2}  # (both seeds in one process)
+    lines = throughput([one, two, batched])
     assert lines == [
         "invocation 1: 1 process on cpu, 1 run, 1,000 env steps in 600 s: 1.7 env steps/s "
-        "together, 2.0 per process (median)",
+        "together, 2.0 per run (median)",
         "invocation 2: 2 processes on cpu, 2 runs, 800 env steps in 100 s: 8.0 env steps/s "
-        "together, 4.0 per process (median)",
+        "together, 4.0 per run (median)",
+        "invocation 3: 1 process (2 seeds each, batched) on cpu, 2 runs, 800 env steps in "
+        "100 s: 8.0 env steps/s together, 4.0 per run (median)",
     ]
     assert solo_rate([one, two]) == "one process alone: 2.0 env steps/s (invocation 1's median run)"
-    assert "not measured" in solo_rate([two])
+    assert "not measured" in solo_rate([two, batched])
 
 
 def test_the_curves_figure_names_env_band_and_axis(campaign: str) -> None:

@@ -103,10 +103,12 @@ def check_disk(cfg: Config, obs_dim: int, act_dim: int, run_dir: str) -> Checkpo
     while not os.path.exists(where):
         where = os.path.dirname(where)
     free = shutil.disk_usage(where).free
-    if sizes.total <= free:
+    seeds = cfg.batch_seeds  # (batched seeds: each writes its own checkpoints)
+    if seeds * sizes.total <= free:
         return sizes
     hint = "checkpoint.snapshots=false" if sizes.snapshots else "a disk with more room"
+    each = f" for each of batch_seeds={seeds} seeds" if seeds > 1 else ""
     raise ConfigError(
-        f"the run's checkpoints would take {sizes.text()}, but {where} has "
+        f"the run's checkpoints would take {sizes.text()}{each}, but {where} has "
         f"{megabytes(free)} free: free some space, or use {hint}"
     )

@@ -52,11 +52,15 @@ def free_bytes(device: torch.device) -> int:
 def check_memory(cfg: Config, obs_dim: int, act_dim: int, device: torch.device) -> None:
     """Raise :class:`ConfigError` if the buffers would not fit in ``HEADROOM`` of free memory."""
     real, pool = buffer_bytes(cfg, obs_dim, act_dim)
+    seeds = cfg.batch_seeds  # (batched seeds: each its own buffers, in this process)
     budget = HEADROOM * free_bytes(device)
-    if real + pool <= budget:
+    if seeds * (real + pool) <= budget:
         return
     where = "GPU memory" if device.type == "cuda" else "RAM"
     need = f"{_gb(real + pool)} (real buffer {_gb(real)}, model pool {_gb(pool)})"
+    if seeds > 1:
+        need = f"{_gb(seeds * (real + pool))} for batch_seeds={seeds} seeds ({need} each)"
+    budget /= seeds  # (what each seed's buffers may take)
     if pool > real:
         largest = _largest(cfg, obs_dim, act_dim, budget, "rollout", "batch_size")
         hint = f"rollout.batch_size={cfg.rollout.batch_size} is too large"

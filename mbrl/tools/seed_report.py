@@ -105,15 +105,17 @@ def _rates(inv: dict[str, object]) -> tuple[int, int, float, float]:
 
 def throughput(invocations: list[dict[str, object]]) -> list[str]:
     """One line per invocation of the command: its processes, the env steps its runs
-    advanced per second of its wall time together, and per process (median)."""
+    advanced per second of its wall time together, and per run (median)."""
     lines = []
     for i, inv in enumerate(invocations, start=1):
         runs, total, wall, each = _rates(inv)
+        batch = int(str(inv.get("batch", 1)))
+        seeds = f" ({batch} seeds each, batched)" if batch > 1 else ""
         lines.append(
-            f"invocation {i}: {_plural(int(str(inv['procs'])), 'process')} on {inv['device']}, "
-            f"{_plural(runs, 'run')}, {total:,} env steps in {wall:,.0f} s: "
+            f"invocation {i}: {_plural(int(str(inv['procs'])), 'process')}{seeds} on "
+            f"{inv['device']}, {_plural(runs, 'run')}, {total:,} env steps in {wall:,.0f} s: "
             f"{total / max(wall, 1e-9):,.1f} env steps/s together, "
-            f"{each:,.1f} per process (median)"
+            f"{each:,.1f} per run (median)"
         )
     return lines
 
@@ -121,7 +123,11 @@ def throughput(invocations: list[dict[str, object]]) -> list[str]:
 def solo_rate(invocations: list[dict[str, object]]) -> str:
     """The rate of one process alone: the median run's rate in the last invocation that ran
     one process at a time, if any."""
-    alone = [i for i, inv in enumerate(invocations, start=1) if inv["procs"] == 1]
+    alone = [
+        i
+        for i, inv in enumerate(invocations, start=1)
+        if inv["procs"] == 1 and inv.get("batch", 1) == 1
+    ]
     if not alone:
         return "one process alone: not measured (an invocation with --procs 1 measures it)"
     each = _rates(invocations[alone[-1] - 1])[3]

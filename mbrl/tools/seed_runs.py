@@ -270,7 +270,8 @@ class Pool:
         if self.stopping_since is not None:
             return
         self.stopping_since = time.time()
-        self.say(f"{why}: asking {len(self.active)} runs to stop and checkpoint")
+        runs = sum(len(members(job)) for job, _, _ in self.active.values())
+        self.say(f"{why}: asking {runs} runs to stop and checkpoint")
         for _, proc, _ in self.active.values():
             _signal(proc, signal.SIGINT, group=False)
 

@@ -115,9 +115,9 @@ def speed_lines(invocations: list[dict[str, Any]]) -> list[str]:
 
 def _together(inv: dict[str, Any], runs: list[dict[str, Any]], each: list[float]) -> str:
     """All the runs' rate: the sum of their rates where they all ran at once (no more runs
-    than processes: their windows differ, as fresh and continued runs warm up differently),
-    else their steps over the time from the first counted interval to the last."""
-    if len(inv["runs"]) <= inv.get("procs", 0):
+    than processes hold: their windows differ, as fresh and continued runs warm up
+    differently), else their steps over the time from the first counted interval to the last."""
+    if len(inv["runs"]) <= inv.get("procs", 0) * inv.get("batch", 1):
         return f"{sum(each):,.1f} together (summed)"
     span = max(r["last"] for r in runs) - min(r["first"] for r in runs)
     return f"{sum(r['steps'] for r in runs) / span:,.1f} together"
