@@ -261,16 +261,10 @@ def main() -> int:
         mps, mps_text = _mps(args, device, procs)
         pool.env, record["mps"] = {**shares(procs), **(mps.env if mps else {})}, mps is not None
         memory = GpuMemory() if device == "cuda" else None
-        budget_text = f", budget {args.budget}" if budget else ""
         units, split = batches(chosen, args.batch)
-        per = f" ({len(units)} processes, up to {args.batch} seeds each)" if args.batch > 1 else ""
-        print(
-            f"{len(chosen)} runs ({len(arms)} variants x {len(seeds)} seeds){per} to {steps:,} "
-            f"env steps, {procs} at a time on {device}, {mps_text}{budget_text}",
-            file=sys.stderr,
-        )
-        for line in split:
-            print(line, file=sys.stderr)
+        head = f"{len(chosen)} runs ({len(arms)} variants x {len(seeds)} seeds)"
+        print(_start(args, head, len(units), steps, procs, f"{device}, {mps_text}"), *split,
+              sep="\n", file=sys.stderr)  # fmt: skip
         for target in stages(steps, args.stage):
             pool.run(units, target)
             if not pool.can_start():  # (the budget is spent, or Ctrl-C)
@@ -288,6 +282,15 @@ def main() -> int:
     print(f"report: {os.path.join(report_dir, 'summary.md')}", file=sys.stderr)
     failed = [j.name for j in chosen if j.outcome.startswith("failed")]
     return 1 if failed else 0
+
+
+def _start(
+    args: argparse.Namespace, head: str, procs_needed: int, steps: int, procs: int, on: str
+) -> str:
+    """The start line: the runs, their processes (batched seeds), where and the budget."""
+    per = f" ({procs_needed} processes, up to {args.batch} seeds each)" if args.batch > 1 else ""
+    budget = f", budget {args.budget}" if args.budget else ""
+    return f"{head}{per} to {steps:,} env steps, {procs} at a time on {on}{budget}"
 
 
 def _header(overrides: list[str], seeds: int, variants: int, at: str) -> str:

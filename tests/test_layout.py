@@ -130,7 +130,7 @@ LAYERS = (
                    "mbrl.collector", "mbrl.evaluator", "mbrl.model_side", "mbrl.mbpo",
                    "mbrl.batched_seeds")),
     ("runtime", ("mbrl.runtime",)),
-    ("run", ("mbrl.run_state", "mbrl.trainer")),
+    ("run", ("mbrl.run_state", "mbrl.trainer", "mbrl.seed_trainer")),
     ("entry", ("mbrl.overrides", "mbrl.launch", "mbrl.tools", "mbrl.bench")),
 )  # fmt: skip
 

@@ -38,10 +38,6 @@ class EnvSpec:
     # algorithm -> its settings on this env (config keys, nested), applied when both are chosen
     settings: dict[str, dict[str, Any]] = field(default_factory=dict)
 
-    @property
-    def default_version(self) -> str:
-        return self.versions[0][0]
-
     def version(self, name: str | None = None) -> EnvVersion:
         """A version by name (None: the default); a clear error for one the env lacks."""
         found = dict(self.versions)

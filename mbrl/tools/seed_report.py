@@ -28,8 +28,6 @@ from mbrl.tools.seed_tables import (
 )
 from mbrl.tools.stats import CONFIDENCE, RESAMPLES, SMOOTH_WINDOW
 
-REPORT_FILES = ("summary.md", "summary.json", "curves.png", "curves.svg", "metrics.tar.gz")
-
 
 def tables(settings: list[Setting], reference: Reference | None = None) -> str:
     """The report's tables in markdown, each after a line that says what its cells are."""
