@@ -96,3 +96,24 @@ def test_failing_wandb_does_not_stop_training(
     assert "wandb disabled (RuntimeError: no network)" in caplog.text
     with open(os.path.join(run, "metrics.jsonl"), encoding="utf-8") as f:
         assert "eval/return_mean" in f.read()
+
+
+def test_a_batch_of_seeds_logs_each_seed_to_a_wandb_run_of_its_own(
+    tmp_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """batch_seeds=2: two wandb runs in one process, each seed's history in its own folder's
+    run (not both in the first)."""
+    from mbrl.seed_trainer import SeedTrainer
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    run = os.path.join(tmp_path, "run")
+    cfg = tiny_config("pendulum", total_steps=200, batch_seeds=2, **{"logger.wandb": True})
+    SeedTrainer(cfg, run).run()
+    ids = []
+    for folder in (run, f"{run}_seed1"):
+        evals = [h for h in _history_with_eval(folder) if "eval/return_mean" in h]
+        assert [int(h["_step"]) for h in evals] == [200], folder
+        with open(os.path.join(folder, "wandb_run_id.txt"), encoding="utf-8") as f:
+            ids.append(f.read().strip())
+    assert ids[0] != ids[1]

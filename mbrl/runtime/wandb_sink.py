@@ -51,6 +51,8 @@ class WandbSink:
                 config=config,
                 id=run_id,
                 resume="allow" if run_id else None,
+                # A run of its own even beside others in the process (batch_seeds: one per seed)
+                reinit="create_new",
             )
             with open(id_file, "w", encoding="utf-8") as f:  # a resumed run continues this one
                 f.write(self.run.id)
