@@ -204,15 +204,15 @@ def check_before_start(config: DictConfig, lock: bool = True) -> Config:
 
         written = window_config(cfg)
     check_disk(written, *dims, folder or os.path.join("runs", cfg.env.name))
-    run_dir = folder if lock and distributed.is_main() else None
-    seeds = [run_dir] if run_dir is not None else []
+    folders = [] if folder is None else [folder]
     if cfg.batch_seeds > 1 and folder is not None:  # (a timestamped folder: new ones beside)
         from mbrl.seed_trainer import check_folders, seed_folders
 
         check_folders(cfg, folder)
-        seeds = seed_folders(cfg, folder) if run_dir is not None else []
-    for held in seeds:
-        runlock.acquire(held)  # held until the process ends (the trainer reuses it)
+        folders = seed_folders(cfg, folder)
+    if lock and distributed.is_main():
+        for held in folders:  # this run's folder (and a batch's others)
+            runlock.acquire(held)  # held until the process ends (the trainer reuses it)
     return cfg
 
 

@@ -304,7 +304,7 @@ def _of(params: dict[str, Tensor], prefix: str) -> list[Tensor]:
 def _where_seed(keep: Tensor, grads: Tensor) -> Tensor:
     """``grads`` [S, ...] with the seeds not in ``keep`` [S] zeroed (NaN included)."""
     keep = keep.view(-1, *([1] * (grads.dim() - 1)))
-    return torch.where(keep, grads, torch.zeros_like(grads))
+    return torch.where(keep, grads, 0.0)
 
 
 def _opt_slice(state: dict[str, Any], s: int) -> dict[str, Any]:
