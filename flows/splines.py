@@ -8,8 +8,9 @@ robustness, not for the result:
 * The tails are handled with ``clamp`` + ``where`` instead of boolean-mask indexing (which
   makes shapes data-dependent and forces a device->host sync on CUDA).
 * On the CPU the forward (density) direction calls nflows' ``rational_quadratic_spline`` itself.
-  On CUDA, and inside ``torch.compile``, it calls :func:`rq_forward`, the same formula without
-  nflows' host-side domain check (a sync per call, and a graph break for the compiler). The
+  On CUDA, inside ``torch.compile`` and inside ``torch.func`` transforms (batched seeds' fits),
+  it calls :func:`rq_forward`, the same formula without nflows' host-side domain check (a sync
+  per call, a graph break for the compiler, data-dependent control flow for ``vmap``). The
   inverse (sampling) direction always uses :func:`rq_inverse`: nflows' ``assert
   (discriminant >= 0).all()`` is both a sync and a crash on the rare row where fp32 rounding
   makes the discriminant slightly negative; here it is clamped at zero.
@@ -112,6 +113,12 @@ def rq_inverse(y: Tensor, w: Tensor, h: Tensor, d: Tensor, bound: float) -> tupl
     return root * bw + x0, -(torch.log(num) - 2 * torch.log(denom))
 
 
+def _transformed() -> bool:
+    """Inside a ``torch.func`` transform (``vmap``, ``grad``): nflows' domain check reads a
+    tensor's value, which a transform cannot."""
+    return torch._C._functorch.peek_interpreter_stack() is not None
+
+
 def rq_spline(
     x: Tensor, params: Tensor, bound: float, inverse: bool = False, use_nflows: bool | None = None
 ) -> tuple[Tensor, Tensor]:
@@ -120,10 +127,12 @@ def rq_spline(
     x: [...], params: [..., 3K - 1] (unnormalised, nflows layout). Returns (out, logabsdet),
     both shaped like x; logabsdet is of the map applied (forward, or inverse if ``inverse``).
     ``use_nflows`` picks the forward implementation (default: nflows on the CPU, when not
-    being compiled).
+    being compiled nor inside a ``torch.func`` transform).
     """
     if use_nflows is None:
-        use_nflows = x.device.type == "cpu" and not torch.compiler.is_compiling()
+        use_nflows = x.device.type == "cpu" and not (
+            torch.compiler.is_compiling() or _transformed()
+        )
     bins = (params.shape[-1] + 1) // 3
     w, h, d = params[..., :bins], params[..., bins : 2 * bins], params[..., 2 * bins :]
     d = F.pad(d, (1, 1), value=TAIL_DERIVATIVE_LOGIT)

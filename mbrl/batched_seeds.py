@@ -3,9 +3,11 @@
 
 Each seed is a whole :class:`~mbrl.mbpo.MBPO` of its own (its env copies, D_env, model, model
 pool, generators, counters), whose steps and model phases come at the same env steps as the
-others'. What is batched is what dominates a step on a GPU: the G SAC updates after each env
-step run for all seeds as one block (:class:`~mbrl.agents.seed_batch.SeedUpdates`: one
-kernel launch per operation for S seeds, one CUDA graph per block). Nothing is shared:
+others'. What is batched is what dominates a step on a GPU, the small kernels: the G SAC
+updates after each env step run for all seeds as one block
+(:class:`~mbrl.agents.seed_batch.SeedUpdates`: one kernel launch per operation for S seeds,
+one CUDA graph per block), and the model fits' minibatch steps for all seeds as one
+(:class:`~mbrl.models.seed_fit.SeedFits`). Nothing is shared:
 seed s computes what its solo run computes (its noise, batches and rollouts are drawn from
 its own generators), up to float rounding in the batched matmuls (tests/test_batched_seeds.py)::
 
@@ -23,6 +25,7 @@ from mbrl.agents.seed_batch import SeedBatch, SeedUpdates
 from mbrl.compiled import Compiled, tf32_matmuls
 from mbrl.mbpo import MBPO, Step, Untimed
 from mbrl.model_side import Phases, Status, quiet
+from mbrl.models.seed_fit import SeedFits
 
 
 class BatchedSeeds:
@@ -46,6 +49,13 @@ class BatchedSeeds:
         for s, run in enumerate(self.runs):  # a seed's run saves and loads its slot, and
             run.learner = self.agents.slot(s)  # reports the batched block as what ran
             run.sac_updates = self.sac_updates
+        trainers = [r.model_side.model_trainer for r in self.runs]
+        self.fits: SeedFits | None = None  # (model-free SAC: no model to fit)
+        if all(t is not None for t in trainers):
+            fitted = [t for t in trainers if t is not None]
+            self.fits = SeedFits(fitted, compile=self.speed.compile, graphs=self.speed.graphs)
+            for trainer in fitted:  # (what a seed reports as its fit steps' speed/model_fit)
+                trainer.step = self.fits  # type: ignore[assignment]
 
     @property
     def env_steps(self) -> int:
@@ -55,7 +65,11 @@ class BatchedSeeds:
         """Each seed's model phase (when due) and env step, then every seed's G updates as
         one block. A model fit is not paused by a stop request here: the seeds stay in step."""
         timer = timer or Untimed()
-        steps = [run.collect(timer, status=status) for run in self.runs]
+        fitted = self._model_fits(timer, status)
+        steps = [
+            run.collect(timer, status=status, fitted=fit)
+            for run, fit in zip(self.runs, fitted, strict=True)
+        ]
         due = {run.updates_due(step.env_steps) for run, step in zip(self.runs, steps, strict=True)}
         if len(due) != 1:  # (alike configs keep them together: a bug if not)
             raise RuntimeError(f"the seeds are out of step: updates due {sorted(due)}")
@@ -68,12 +82,25 @@ class BatchedSeeds:
                 run.updates += updates
         return steps
 
+    def _model_fits(self, timer: Phases, status: Status) -> list[dict[str, Any] | None]:
+        """When a model phase is due (for every seed alike), all seeds' model fits as one;
+        each seed's fit metrics (its rewarder and rollouts then come in its own step)."""
+        due = {r.model_side.model_phase_due(r.env_steps, r.collector.step_size) for r in self.runs}
+        if len(due) != 1:  # (alike configs keep them together: a bug if not)
+            raise RuntimeError(f"the seeds are out of step: model phase due {sorted(due)}")
+        if not due.pop() or self.fits is None:
+            return [None] * len(self.runs)
+        with timer.phase("model"), tf32_matmuls(self.speed.tf32):
+            status(f"model fit ({len(self.runs)} seeds)")
+            data = [run.model_side.real.rows() for run in self.runs]
+            return list(self.fits.fit(data, [r.gens["train"] for r in self.runs], status))
+
     def warm_up(self) -> dict[str, Compiled]:
-        """Compile the batched SAC update and each seed's model fit step now, on copies."""
+        """Compile the batched SAC update and the batched model fit now, on copies."""
         with tf32_matmuls(self.speed.tf32):
             parts = {"SAC update": self.agents.warm_up()}
-            for run in self.runs:
-                parts.update(run.model_side.warm_up())
+            if self.fits is not None:
+                parts["model fit"] = self.fits.warm_up()
         return {name: c for name, c in parts.items() if c is not None}
 
     def state_dicts(self, pool: bool = True) -> list[dict[str, Any]]:

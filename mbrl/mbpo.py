@@ -165,20 +165,27 @@ class MBPO:
         return out
 
     def collect(
-        self, timer: Phases | None = None, stop: Callable[[], bool] = never, status: Status = quiet
+        self,
+        timer: Phases | None = None,
+        stop: Callable[[], bool] = never,
+        status: Status = quiet,
+        fitted: dict[str, Any] | None = None,
     ) -> Step:
         """The step up to its updates: the model phase when due, then one env step in each
-        env copy (batched seeds, ``mbrl.batched_seeds``, make the seeds' updates together)."""
+        env copy (batched seeds, ``mbrl.batched_seeds``, make the seeds' model fits and
+        updates together: ``fitted`` is then the model fit's metrics, made already)."""
         timer = timer or Untimed()
         n, out = self.collector.step_size, Step()
         due = self.model_side.model_phase_due(self.env_steps, n)
+        if fitted is not None and not due:
+            raise RuntimeError(f"step {self.env_steps}: a model fit was made, its phase not due")
         if self._refill and not due:  # (a model phase refills the pool anyway)
             self.model_side.refill(self.env_steps, self.gens["train"], timer, status)
         self._refill = False
         if due:
             out.model_step = self.env_steps
             out.model = self.model_side.model_phase(
-                self.env_steps, self.gens["train"], timer, stop, status
+                self.env_steps, self.gens["train"], timer, stop, status, fitted
             )
             if out.model is None:  # a stop request during the fit: paused after an epoch
                 return Step(paused=True)

@@ -44,6 +44,7 @@ class ModelFree:
     def __init__(self, real: ReplayBuffer) -> None:
         self.real = real
         self.fits = 0  # (no model: never fitted)
+        self.model_trainer = None  # (no model to fit)
         self.pool_ready = False  # (no model pool)
 
     def model_phase_due(self, env_steps: int, step_size: int) -> bool:
@@ -152,12 +153,15 @@ class ModelSide:
         timer: Phases,
         stop: Callable[[], bool] | None = None,
         status: Status = quiet,
+        fitted: dict[str, Any] | None = None,
     ) -> dict[str, Any] | None:
         """Fit the model (and rewarder) on all real data, then refill the pool with rollouts.
         ``status`` hears what is happening (the progress bar shows it). None: ``stop()``
-        paused the fit after an epoch; the next call goes on with it."""
+        paused the fit after an epoch; the next call goes on with it. ``fitted``: the model
+        fit's metrics where it was made already (batched seeds fit together,
+        ``mbrl.models.seed_fit``): the phase goes on from the rewarder."""
         with tf32_matmuls(self.tf32):
-            return self._model_phase(env_steps, gen, timer, stop, status)
+            return self._model_phase(env_steps, gen, timer, stop, status, fitted)
 
     def _model_phase(
         self,
@@ -166,21 +170,10 @@ class ModelSide:
         timer: Phases,
         stop: Callable[[], bool] | None,
         status: Status,
+        fitted: dict[str, Any] | None,
     ) -> dict[str, Any] | None:
-        with timer.phase("model"):
-            data = self.real.rows()
-            status("model fit")
-            metrics = self.model_trainer.fit(
-                data["obs"],
-                data["act"],
-                data["next_obs"],
-                data["rew"],
-                gen,
-                on_epoch=lambda epoch, score: status(
-                    f"model fit: epoch {epoch}, holdout {self.cfg.model.select_by} {score:.4g}"
-                ),
-                stop=stop,
-            )
+        data = self.real.rows()
+        metrics = dict(fitted) if fitted is not None else self._fit(data, gen, timer, stop, status)
         if metrics is None:
             return None
         if metrics["model/nonfinite_rows"]:
@@ -196,6 +189,28 @@ class ModelSide:
         metrics.update(self._rollouts(env_steps, gen, timer, status))
         status("")
         return metrics
+
+    def _fit(
+        self,
+        data: dict[str, Tensor],
+        gen: torch.Generator,
+        timer: Phases,
+        stop: Callable[[], bool] | None,
+        status: Status,
+    ) -> dict[str, Any] | None:
+        with timer.phase("model"):
+            status("model fit")
+            return self.model_trainer.fit(
+                data["obs"],
+                data["act"],
+                data["next_obs"],
+                data["rew"],
+                gen,
+                on_epoch=lambda epoch, score: status(
+                    f"model fit: epoch {epoch}, holdout {self.cfg.model.select_by} {score:.4g}"
+                ),
+                stop=stop,
+            )
 
     def _rollouts(
         self, env_steps: int, gen: torch.Generator, timer: Phases, status: Status

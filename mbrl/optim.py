@@ -92,7 +92,7 @@ class GuardedStep:
         self.skipped = torch.zeros((), dtype=torch.long, device=device)
         self._found_inf: torch.Tensor | None = None
         if opt.defaults.get("fused") and not scaler.is_enabled():
-            self._found_inf = torch.zeros((), device=device)
+            self._found_inf = torch.zeros((), dtype=torch.float32, device=device)  # (fused: fp32)
             # (How GradScaler hands a fused optimizer its skip flag.)
             opt.found_inf = self._found_inf  # type: ignore[attr-defined]
 

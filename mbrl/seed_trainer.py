@@ -173,7 +173,7 @@ class SeedTrainer:
         lead = self.lead
         if not lead.speed.compile:
             return
-        print("compiling the batched SAC update and the model fits...", file=sys.stderr)
+        print("compiling the batched SAC update and model fit...", file=sys.stderr)
         with lead.timer.phase("compile"):
             compiled = self.seeds.warm_up()
         for t in self.trainers:

@@ -98,6 +98,15 @@ def test_seed_batch_rows_time_solo_blocks_against_one_batched_block() -> None:
     assert row["solo_updates_per_s_all"] == pytest.approx(2 * row["solo_updates_per_s_per_seed"])
 
 
+def test_seed_batch_fit_rows_time_solo_fits_against_one_batched_fit() -> None:
+    """scripts/bench.py --seed-batch 2's model-fit rows: per seed and together, what ran."""
+    b = bench.Bench(torch.device("cpu"), repeats=1)
+    row = seed_bench.fit_batches(b, [2], "gaussian", rows=300, epochs=1)["S=2"]
+    assert row["ran"] == row["ran_solo"] == "eager" and row["time_vs_solo"] > 0
+    per_seed, together = row["batched_steps_per_s_per_seed"], row["batched_steps_per_s_all"]
+    assert per_seed > 0 and together == pytest.approx(2 * per_seed)
+
+
 def test_eval_rows_time_sequential_and_vector_evaluation() -> None:
     rows = scale_bench.bench_eval(episodes=2, repeats=1, max_episode_steps=20)
     assert [r["name"] for r in rows] == ["sequential", "vector sync", "vector async"]

@@ -1,9 +1,10 @@
 """The batched-seeds rows of ``scripts/bench.py --seed-batch S,...``: per S, the G-update
 blocks of S solo agents run one after another (what S runs in one process would do, and
 about what S processes time-sliced on one GPU do) against one batched block for the S seeds
-(``mbrl.agents.seed_batch``), side by side in the same rounds. The figure is SAC updates per
-second per seed and all seeds together; ``ran`` says what each ran (eager, compiled,
-graphed)."""
+(``mbrl.agents.seed_batch``), side by side in the same rounds; and likewise S solo model fits
+against one batched fit (``mbrl.models.seed_fit``). The figures are SAC updates and fit
+minibatch steps per second per seed and all seeds together; ``ran`` says what each ran
+(eager, compiled, graphed)."""
 
 from __future__ import annotations
 
@@ -17,8 +18,12 @@ import torch
 from mbrl.agents import SAC, SACConfig, SACUpdates
 from mbrl.agents.seed_batch import SeedBatch, SeedUpdates
 from mbrl.bench.micro import ACT, OBS, Bench
-from mbrl.bench.update_bench import RealRows
+from mbrl.bench.update_bench import RealRows, hopper_rows
 from mbrl.compiled import tf32_matmuls
+from mbrl.models.dynamics import DynamicsModel
+from mbrl.models.model_registry import model_config
+from mbrl.models.seed_fit import SeedFits
+from mbrl.models.training import ModelTrainer
 
 WARM_BLOCKS = 5  # (a CUDA graph is captured at the fourth block)
 
@@ -53,6 +58,59 @@ def seed_batches(
         )
         out[f"S={seeds}"] = row
     return out
+
+
+def fit_batches(
+    b: Bench, sizes: list[int], model: str = "flow", rows: int = 5000, epochs: int = 2
+) -> dict[str, dict[str, Any]]:
+    """Per S in ``sizes``: S solo model fits of ``epochs`` epochs on ``rows`` transitions each
+    (the seeds' rows differ slightly in number, as in a run) against one batched fit; fit
+    minibatch steps per second per seed and together, and the batched fit's time against the
+    solo fits'. On CUDA compiled and graphed with TF32 (a run's defaults), eager on a CPU."""
+    cuda = b.device.type == "cuda"
+    cfg = model_config(model, max_epochs=epochs)
+    out: dict[str, dict[str, Any]] = {}
+    for seeds in sizes:
+        data = [hopper_rows(rows - 7 * s, b.device) for s in range(seeds)]
+        solo, batched = (
+            [_trainer(cfg, b.device, cuda) for _ in data],
+            SeedFits([_trainer(cfg, b.device, cuda) for _ in data], compile=cuda, graphs=cuda),
+        )
+        with tf32_matmuls(cuda):
+            batched.warm_up()
+            for trainer in solo:
+                trainer.warm_up()
+            fns: dict[str, Callable[[], object]] = {
+                "solo": partial(_solo_fits, solo, data),
+                "batched": partial(batched.fit, data, _gens(b.device, seeds)),
+            }
+            t = b.side_by_side(fns, max(b.repeats, 3))
+        steps = epochs * -(-int(0.8 * rows) // cfg.batch_size)  # (about: train rows / batch)
+        row: dict[str, Any] = {"seeds": seeds, "ran_solo": solo[0].step.ran, "ran": batched.ran}
+        for name, times in t.items():
+            per_seed = steps / statistics.median(times)
+            row[f"{name}_steps_per_s_per_seed"] = per_seed
+            row[f"{name}_steps_per_s_all"] = per_seed * seeds
+        row["time_vs_solo"] = statistics.median(
+            x / y for x, y in zip(t["batched"], t["solo"], strict=True)
+        )
+        out[f"S={seeds}"] = row
+    return out
+
+
+def _trainer(cfg: Any, device: torch.device, fast: bool) -> ModelTrainer:
+    torch.manual_seed(0)
+    model = DynamicsModel(OBS, ACT, cfg).to(device)
+    return ModelTrainer(model, cfg, compile=fast, graphs=fast)
+
+
+def _gens(device: torch.device, seeds: int) -> list[torch.Generator]:
+    return [torch.Generator(device=device).manual_seed(s) for s in range(seeds)]
+
+
+def _solo_fits(trainers: list[ModelTrainer], data: list[dict[str, torch.Tensor]]) -> None:
+    for t, d, g in zip(trainers, data, _gens(trainers[0].model.device, len(data)), strict=True):
+        t.fit(d["obs"], d["act"], d["next_obs"], d["rew"], g)
 
 
 def _each(blocks: list[SACUpdates], updates: int) -> None:

@@ -97,6 +97,7 @@ def run_all(b: bench.Bench, args: argparse.Namespace) -> dict[str, Any]:
     res["sac"] = update_bench.sac_updates(b, settings, reference=args.reference)
     if args.seed_batch:
         res["seed_batch"] = seed_bench.seed_batches(b, args.seed_batch)
+        res["seed_batch_fit"] = seed_bench.fit_batches(b, args.seed_batch)
     if cuda:
         res["peak_gpu_mb"] = torch.cuda.max_memory_allocated(dev) / 2**20
     if args.sac_only:
@@ -163,6 +164,13 @@ def print_table(res: dict[str, Any]) -> None:
             f"{r['batched_updates_per_s_per_seed']:>10.1f} upd/s  (solo blocks "
             f"{r['solo_updates_per_s_per_seed']:.1f}; together {r['batched_updates_per_s_all']:.0f}"
             f" vs {r['solo_updates_per_s_all']:.0f}; {r['time_vs_solo']:.2f}x the solo blocks' "
+            f"time; ran: {r['ran']})"
+        )
+    for k, r in res.get("seed_batch_fit", {}).items():
+        print(
+            f"{f'flow model fit, {k}: seeds batched vs solo, per seed':<52}"
+            f"{r['batched_steps_per_s_per_seed']:>10.1f} steps/s  (solo fits "
+            f"{r['solo_steps_per_s_per_seed']:.1f}; {r['time_vs_solo']:.2f}x the solo fits' "
             f"time; ran: {r['ran']})"
         )
     for k, r in res.get("model_fit", {}).items():

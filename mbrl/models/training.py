@@ -97,6 +97,20 @@ class ModelTrainer:
         epoch. Returns ``model/*`` metrics; None when ``stop()`` said so after an epoch: the
         fit is then paused (its state is in :meth:`state_dict`) and the next call with the
         same data goes on from that epoch."""
+        x, y, fit = self.prepare(obs, act, next_obs, rew, generator)
+        start = time.perf_counter() - fit.seconds
+        if not self._train(x, y, fit, generator, on_epoch, stop):
+            self.paused = fit
+            return None
+        self.paused = None
+        return self.report(x, y, fit, start)
+
+    def prepare(
+        self, obs: Tensor, act: Tensor, next_obs: Tensor, rew: Tensor, generator: torch.Generator
+    ) -> tuple[Tensor, Tensor, FitProgress]:
+        """A fit's start on N real transitions: the finite rows, the holdout split, the
+        normalisers refit, each member's bootstrap resample (or a paused fit's, as it was).
+        Returns the normalised inputs and model targets [N, ...] and the fit's progress."""
         model = self.model
         inputs, target = torch.cat([obs, act], -1), model.targets(obs, next_obs, rew)
         if self.paused is None:
@@ -111,13 +125,11 @@ class ModelTrainer:
         else:  # (a paused fit: the same rows, split and resamples)
             inputs, target, _ = _finite_rows(inputs, target)
             fit = self.paused
-        x, y = model.in_norm(inputs), model.out_norm(target)
         self._train_rows = fit.train_idx.shape[0]
-        start = time.perf_counter() - fit.seconds
-        if not self._train(x, y, fit, generator, on_epoch, stop):
-            self.paused = fit
-            return None
-        self.paused = None
+        return model.in_norm(inputs), model.out_norm(target), fit
+
+    def report(self, x: Tensor, y: Tensor, fit: FitProgress, start: float) -> dict[str, Any]:
+        """A finished fit (its members at their best epochs): the elites, and its metrics."""
         hold = fit.hold_idx
         metrics = self._finish(x[hold], y[hold], fit.train_loss, fit.epoch, start)
         return metrics | {"model/nonfinite_rows": fit.dropped, "model/reinits": self.reinits}
