@@ -230,7 +230,7 @@ class SeedFits:
                 if running[s]:
                     fit.epoch += 1
                     stale[s] = 0 if any_improved[s] else stale[s] + 1
-                    running[s] = not t._done(fit.epoch, stale[s], start)
+                    running[s] = not t.done(fit.epoch, stale[s], start)
             if status is not None:
                 epoch = max(f.epoch for _, _, f in fits)
                 status(f"model fit: epoch {epoch}, {sum(running)} of {self.seeds} seeds fitting")
@@ -269,7 +269,7 @@ class SeedFits:
                 self.exp_avg[name][s].copy_(st["exp_avg"])
                 self.exp_avg_sq[name][s].copy_(st["exp_avg_sq"])
                 self.steps[s] = st["step"]
-            self.skipped[s] = t._step.skipped
+            self.skipped[s] = t.nonfinite_steps
 
     @torch.no_grad()
     def _copy_out(self) -> None:
@@ -286,7 +286,7 @@ class SeedFits:
                     "exp_avg": self.exp_avg[name][s].clone(),
                     "exp_avg_sq": self.exp_avg_sq[name][s].clone(),
                 }
-            t._step.skipped.copy_(self.skipped[s])
+            t.nonfinite_steps.copy_(self.skipped[s])
 
     # --- what a run reads --------------------------------------------------------------------
 

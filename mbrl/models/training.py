@@ -74,6 +74,11 @@ class ModelTrainer:
         self.step = FitStep(model, self._step, self._autocast, compile, graphs)
         self.paused: FitProgress | None = None  # a fit stopped between two epochs (Ctrl-C)
 
+    @property
+    def nonfinite_steps(self) -> Tensor:
+        """Minibatch steps skipped for a non-finite loss, all fits so far (a device tensor)."""
+        return self._step.skipped
+
     def warm_up(self) -> Compiled | None:
         """Compile the minibatch step now (on copies; see :meth:`FitStep.warm_up`)."""
         return self.step.warm_up(self.cfg.members, self.cfg.batch_size)
@@ -166,7 +171,7 @@ class ModelTrainer:
             fit.seconds = time.perf_counter() - start
             if on_epoch is not None:
                 on_epoch(fit.epoch, score)
-            if self._done(fit.epoch, fit.stale, start):
+            if self.done(fit.epoch, fit.stale, start):
                 break
             if stop is not None and stop():
                 return False
@@ -243,7 +248,8 @@ class ModelTrainer:
         for saved, p in zip(snapshot, self._members, strict=True):
             p.copy_(saved)
 
-    def _done(self, epoch: int, stale: int, start: float) -> bool:
+    def done(self, epoch: int, stale: int, start: float) -> bool:
+        """Whether a fit stops after ``epoch``: ``stale`` epochs past patience, or a cap."""
         cfg = self.cfg
         if stale > cfg.patience:
             return True
