@@ -145,6 +145,15 @@ class Compiled:
         fall_back(f"compiling {self.what}", err, "running it eagerly")
 
 
+def what_ran(compiled: Compiled | None, graphs: bool, graphed: GraphedStep[Any] | None) -> str:
+    """What a step ran: ``eager``, ``compiled`` or ``eager (compile failed: ...)``, and with
+    ``graphs`` ``graphed``, ``not captured yet`` or ``uncaptured (capture failed: ...)``."""
+    ran = "eager" if compiled is None else compiled.ran
+    if graphs:
+        ran += f", {'not captured yet' if graphed is None else graphed.ran}"
+    return ran
+
+
 class GraphedStep(Generic[T]):
     """``step()`` captured as one CUDA graph, then replayed on every call.
 

@@ -48,15 +48,8 @@ def seed_batches(
                 "batched": partial(batched, updates),
             }
             t = b.side_by_side(fns, max(2 * b.repeats, 5))
-        row: dict[str, Any] = {"seeds": seeds, "ran_solo": solo[0].ran, "ran": batched.ran}
-        for name, times in t.items():
-            per_seed = updates / statistics.median(times)
-            row[f"{name}_updates_per_s_per_seed"] = per_seed
-            row[f"{name}_updates_per_s_all"] = per_seed * seeds
-        row["time_vs_solo"] = statistics.median(
-            x / y for x, y in zip(t["batched"], t["solo"], strict=True)
-        )
-        out[f"S={seeds}"] = row
+        ran = {"ran_solo": solo[0].ran, "ran": batched.ran}
+        out[f"S={seeds}"] = {"seeds": seeds, **ran, **_rates(t, updates, seeds, "updates")}
     return out
 
 
@@ -86,16 +79,22 @@ def fit_batches(
             }
             t = b.side_by_side(fns, max(b.repeats, 3))
         steps = epochs * -(-int(0.8 * rows) // cfg.batch_size)  # (about: train rows / batch)
-        row: dict[str, Any] = {"seeds": seeds, "ran_solo": solo[0].step.ran, "ran": batched.ran}
-        for name, times in t.items():
-            per_seed = steps / statistics.median(times)
-            row[f"{name}_steps_per_s_per_seed"] = per_seed
-            row[f"{name}_steps_per_s_all"] = per_seed * seeds
-        row["time_vs_solo"] = statistics.median(
-            x / y for x, y in zip(t["batched"], t["solo"], strict=True)
-        )
-        out[f"S={seeds}"] = row
+        ran = {"ran_solo": solo[0].step.ran, "ran": batched.ran}
+        out[f"S={seeds}"] = {"seeds": seeds, **ran, **_rates(t, steps, seeds, "steps")}
     return out
+
+
+def _rates(t: dict[str, list[float]], work: int, seeds: int, unit: str) -> dict[str, float]:
+    """``work`` units per second per seed and for all seeds, solo and batched, from the
+    side-by-side times ``t``; and the batched time against the solo time (median of rounds)."""
+    row: dict[str, float] = {}
+    for name, times in t.items():
+        per_seed = work / statistics.median(times)
+        row[f"{name}_{unit}_per_s_per_seed"] = per_seed
+        row[f"{name}_{unit}_per_s_all"] = per_seed * seeds
+    pairs = zip(t["batched"], t["solo"], strict=True)
+    row["time_vs_solo"] = statistics.median(x / y for x, y in pairs)
+    return row
 
 
 def _trainer(cfg: Any, device: torch.device, fast: bool) -> ModelTrainer:

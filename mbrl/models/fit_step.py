@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from mbrl.compiled import Compiled, GraphedStep
+from mbrl.compiled import Compiled, GraphedStep, what_ran
 from mbrl.models.dynamics import DynamicsModel
 from mbrl.optim import GuardedStep
 
@@ -130,10 +130,7 @@ class FitStep:
         """What the steps ran: ``eager``, ``compiled`` or ``eager (compile failed: ...)``, and
         with ``graphs`` ``graphed``, ``not captured yet`` or ``uncaptured (capture failed:
         ...)``."""
-        ran = "eager" if self.compiled is None else self.compiled.ran
-        if self.graphs:
-            ran += f", {'not captured yet' if self._graphed is None else self._graphed.ran}"
-        return ran
+        return what_ran(self.compiled, self.graphs, self._graphed)
 
     @property
     def replays(self) -> int:

@@ -29,7 +29,7 @@ from torch import Tensor, nn
 from torch.func import functional_call, grad, vmap
 
 from flows.nn import ReLU
-from mbrl.compiled import Compiled, GraphedStep
+from mbrl.compiled import Compiled, GraphedStep, what_ran
 from mbrl.models.fit_step import FitProgress
 from mbrl.models.seed_rows import SeedRows
 from mbrl.models.training import ModelTrainer
@@ -293,10 +293,7 @@ class SeedFits:
     @property
     def ran(self) -> str:
         """What the steps ran (as :attr:`FitStep.ran`)."""
-        ran = "eager" if self.compiled is None else self.compiled.ran
-        if self.graphs:
-            ran += f", {'not captured yet' if self._graphed is None else self._graphed.ran}"
-        return ran
+        return what_ran(self.compiled, self.graphs, self._graphed)
 
     @property
     def replays(self) -> int:
