@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 import torch
@@ -75,17 +76,22 @@ def test_loop_speed_refuses_a_folder_that_is_no_checkout(tmp_path: str) -> None:
     assert proc.returncode == 2 and "is not a FlowMBPO checkout" in proc.stderr
 
 
-def test_bench_script_sac_only_writes_the_sac_rows(tmp_path: str) -> None:
-    out = os.path.join(tmp_path, "bench.json")
-    script = os.path.join(ROOT, "scripts", "bench.py")
-    args = ["--sac-only", "--skip-compile", "--repeats", "1", "--json", out]
-    proc = subprocess.run([sys.executable, script, *args], capture_output=True, text=True)
+def _bench_script(tmp_path: str, *args: str) -> tuple[dict[str, Any], str]:
+    """scripts/bench.py run with ``args``: its JSON and its printed table."""
+    out, script = os.path.join(tmp_path, "bench.json"), os.path.join(ROOT, "scripts", "bench.py")
+    proc = subprocess.run(
+        [sys.executable, script, *args, "--json", out], capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stderr
     with open(out, encoding="utf-8") as f:
-        res = json.load(f)
+        return json.load(f), proc.stdout
+
+
+def test_bench_script_sac_only_writes_the_sac_rows(tmp_path: str) -> None:
+    res, stdout = _bench_script(tmp_path, "--sac-only", "--skip-compile", "--repeats", "1")
     assert set(res["sac"]) == {"eager, amp=off", "eager, amp=bf16"}
     assert "model_fit_samples_per_s" not in res and "whole_loop" not in res
-    assert "% of GEMM" in proc.stdout and "x the first row's time" in proc.stdout
+    assert "% of GEMM" in stdout and "x the first row's time" in stdout
     assert "seed_batch" not in res  # (only with --seed-batch)
 
 
@@ -116,18 +122,11 @@ def test_eval_rows_time_sequential_and_vector_evaluation() -> None:
 
 
 def test_bench_script_eval_only_writes_the_eval_rows(tmp_path: str) -> None:
-    out = os.path.join(tmp_path, "bench.json")
-    script = os.path.join(ROOT, "scripts", "bench.py")
     args = ["--eval-only", "--repeats", "1", "--eval-episodes", "2", "--eval-max-steps", "10"]
-    proc = subprocess.run(
-        [sys.executable, script, *args, "--json", out], capture_output=True, text=True
-    )
-    assert proc.returncode == 0, proc.stderr
-    with open(out, encoding="utf-8") as f:
-        res = json.load(f)
+    res, stdout = _bench_script(tmp_path, *args)
     assert [r["name"] for r in res["eval"]] == ["sequential", "vector sync", "vector async"]
     assert "sac" not in res and "gemm_flop_per_s" not in res
-    assert "x sequential" in proc.stdout
+    assert "x sequential" in stdout
 
 
 def test_sampling_rows_count_env_steps_of_every_copy() -> None:

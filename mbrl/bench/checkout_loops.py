@@ -7,12 +7,11 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 
 from mbrl.bench.loop_bench import LOOP_SETTINGS
+from mbrl.bench.reference_worker import child_json
 
 CHILD = """
 import json, os, sys, tempfile, time
@@ -51,14 +50,9 @@ with tempfile.TemporaryDirectory() as tmp:
 
 def run(checkout: str, device: str, extra: dict[str, str] | None = None) -> float:
     settings = json.dumps({**LOOP_SETTINGS, "device": device, **(extra or {})})
-    out = subprocess.run(
-        [sys.executable, "-c", CHILD, os.path.abspath(checkout), settings],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=tempfile.gettempdir(),  # never import this folder's mbrl by accident
-    )
-    return float(json.loads(out.stdout.strip().splitlines()[-1])["env_steps_per_s"])
+    # (cwd: never import this folder's mbrl by accident)
+    out = child_json(CHILD, os.path.abspath(checkout), settings, cwd=tempfile.gettempdir())
+    return float(out["env_steps_per_s"])
 
 
 def main(description: str) -> None:

@@ -112,16 +112,13 @@ def run_step(
         except subprocess.TimeoutExpired:
             outcome = f"stopped at its {limit:.0f} s limit"
         finally:
-            kill_group(proc.pid)  # (also whatever the step left running: compile workers)
+            # The whole group, also whatever the step left running: compile workers.
+            with contextlib.suppress(ProcessLookupError, PermissionError):  # (the group is gone)
+                os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         seconds = time.perf_counter() - t0
         log.write(f"===== {name}: {outcome} after {seconds:.0f} s\n")
     return {"outcome": outcome, "seconds": seconds, "limit": limit}
-
-
-def kill_group(pgid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):  # (the group is gone)
-        os.killpg(pgid, signal.SIGKILL)
 
 
 def main(description: str) -> None:
@@ -140,9 +137,8 @@ def main(description: str) -> None:
     steps = [s for s in args.steps.split(",") if s]
     if bad := [s for s in steps if s not in LIMITS]:
         p.error(f"unknown step(s) {bad}; choose from {', '.join(LIMITS)}")
-    slower = CPU_SLOWER if args.device == "cpu" else 1
-    args.budget = BUDGET * slower if args.budget is None else args.budget
-    args.slower = slower
+    args.slower = CPU_SLOWER if args.device == "cpu" else 1
+    args.budget = BUDGET * args.slower if args.budget is None else args.budget
     if not args.budget > 0:
         p.error(f"--budget {args.budget:g}: it must be a positive number of seconds")
     if args.device == "cuda" and not cuda_available():
@@ -178,12 +174,10 @@ def run_all(args: argparse.Namespace, steps: list[str], work: str) -> None:
             running["pid"] = pid  # (a check killed meanwhile leaves this process group)
             write_summary(args.out, summary, work, time.perf_counter() - start)
 
-        env = step_env(name, work)
-        summary["steps"][name] = run_step(
-            name, cmds[name], min(limit, left), log_path, env, started
+        r = summary["steps"][name] = run_step(
+            name, cmds[name], min(limit, left), log_path, step_env(name, work), started
         )
         trim(log_path)
         write_summary(args.out, summary, work, time.perf_counter() - start)
-        r = summary["steps"][name]
         print(f"step {name}: {r['outcome']} ({r['seconds']:.0f} s)", flush=True)
     print(summary_text(summary))

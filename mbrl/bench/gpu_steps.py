@@ -31,6 +31,7 @@ from typing import Any
 import torch
 
 from mbrl.bench import micro, update_bench
+from mbrl.bench.gpu_summary import replace
 from mbrl.compiled import strict, tf32_matmuls
 from mbrl.models import MODELS
 from mbrl.runtime.speed import resolve_amp
@@ -66,10 +67,7 @@ class Figures:
         self._write()
 
     def _write(self) -> None:
-        tmp = os.path.join(os.path.dirname(self.path), f".{os.path.basename(self.path)}.tmp")
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(self.data, f, indent=2, default=str)
-        os.replace(tmp, self.path)
+        replace(self.path, json.dumps(self.data, indent=2, default=str))
 
 
 def step_versions(fig: Figures, b: micro.Bench, sizes: Sizes) -> None:
@@ -132,10 +130,7 @@ def step_sac(fig: Figures, b: micro.Bench, sizes: Sizes) -> None:
         for _ in range(update_bench.WARM_BLOCKS):  # (the fourth captures the CUDA graph)
             updates(sizes.updates)
         seconds = b.median(partial(updates, sizes.updates))
-        row = {"updates_per_s": sizes.updates / seconds, "warmup_s": warmup, "ran": updates.ran}
-        if v.get("graphs"):
-            row["graph_captured"] = updates.ran.endswith("graphed") and updates.replays > 0
-        fig.put("sac", name, row)
+        fig.put("sac", name, _row(updates, v, warmup, updates_per_s=sizes.updates / seconds))
         _peak(fig, b.device)
 
 
@@ -161,15 +156,16 @@ def step_model(fig: Figures, b: micro.Bench, sizes: Sizes) -> None:
 def _fit_row(b: micro.Bench, v: dict[str, Any], rows: int) -> dict[str, Any]:
     epoch, trainer, warmup = update_bench.fit_epoch(b.device, v, rows)
     seconds = b.median(epoch)
-    members = trainer.cfg.members
-    row = {
-        "rows_per_s": rows / seconds,
-        "samples_per_s": members * rows / seconds,
-        "warmup_s": warmup,
-        "ran": trainer.step.ran,
-    }
+    rates = {"rows_per_s": rows / seconds, "samples_per_s": trainer.cfg.members * rows / seconds}
+    return _row(trainer.step, v, warmup, **rates)
+
+
+def _row(timed: Any, v: dict[str, Any], warmup: float, **rates: float) -> dict[str, Any]:
+    """A variant's rates, its compile warm-up and what ran (``timed.ran``); graphed: whether
+    the CUDA graph was captured and replayed."""
+    row = {**rates, "warmup_s": warmup, "ran": timed.ran}
     if v.get("graphs"):
-        row["graph_captured"] = trainer.step.ran.endswith("graphed") and trainer.step.replays > 0
+        row["graph_captured"] = timed.ran.endswith("graphed") and timed.replays > 0
     return row
 
 

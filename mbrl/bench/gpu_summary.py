@@ -54,12 +54,12 @@ def tests_outcome(path: str) -> dict[str, Any]:
         return {}
     cases = list(root.iter("testcase"))
     failed = [c for c in cases if c.find("failure") is not None or c.find("error") is not None]
-    skipped = [c for c in cases if c.find("skipped") is not None]
+    skips = {c: s for c in cases if (s := c.find("skipped")) is not None}
     # A module skipped as a whole (pytest.importorskip of a package the machine lacks) is
     # one case named after the module, not a test: counted apart, so that "skipped" counts
     # CUDA tests alone.
-    modules = [c for c in skipped if _skip_message(c) == "collection skipped"]
-    skipped = [c for c in skipped if c not in modules]
+    modules = [c for c, s in skips.items() if s.get("message") == "collection skipped"]
+    skipped = [c for c in skips if c not in modules]
     name = lambda c: f"{c.get('classname', '')}::{c.get('name', '')}"  # noqa: E731
     slowest = sorted(
         (c for c in cases if c not in modules), key=lambda c: -float(c.get("time", 0))
@@ -74,16 +74,10 @@ def tests_outcome(path: str) -> dict[str, Any]:
     }
 
 
-def _skip_message(case: ElementTree.Element) -> str:
-    skip = case.find("skipped")
-    return "" if skip is None else skip.get("message", "")
-
-
 def _skip_reason(case: ElementTree.Element) -> str:
     """The reason pytest gave for skipping a module (its text is the tuple (path, line,
     "Skipped: <why>"))."""
-    skip = case.find("skipped")
-    text = "" if skip is None or skip.text is None else skip.text
+    text = case.findtext("skipped") or ""
     try:
         why = str(ast.literal_eval(text)[-1])
     except (ValueError, SyntaxError, TypeError, IndexError):

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from mbrl.agents import SAC, ActingPolicy, SACConfig, resolve_act_device
-from mbrl.buffer import ReplayBuffer, transition_fields
+from mbrl.buffer import ReplayBuffer, random_transitions, transition_fields
 from mbrl.collector import Collector
 from mbrl.envs import env_spec, make_env
 from mbrl.envs.vector import make_vector_env
@@ -36,16 +36,7 @@ class Bench:
 
     def median(self, fn: Callable[[], Any]) -> float:
         """Median seconds of ``fn()`` over the repeats, after the warm-up calls."""
-        for _ in range(self.warmup):
-            fn()
-        times = []
-        for _ in range(self.repeats):
-            self._sync()
-            t0 = time.perf_counter()
-            fn()
-            self._sync()
-            times.append(time.perf_counter() - t0)
-        return statistics.median(times)
+        return statistics.median(self.side_by_side({"": fn})[""])
 
     def _sync(self) -> None:
         if self.device.type == "cuda":
@@ -90,15 +81,13 @@ def gemm_flops(b: Bench, n: int) -> float:
     return flops / b.median(run)
 
 
-def _batch(n: int, device: torch.device) -> dict[str, torch.Tensor]:
-    return {
-        "obs": torch.randn(n, OBS, device=device),
-        "act": torch.rand(n, ACT, device=device) * 2 - 1,
-        "rew": torch.randn(n, device=device),
-        "next_obs": torch.randn(n, OBS, device=device),
-        "terminated": torch.zeros(n, dtype=torch.bool, device=device),
-        "truncated": torch.zeros(n, dtype=torch.bool, device=device),
-    }
+def hopper_rows(
+    n: int, device: torch.device | str, obs: int = OBS, act: int = ACT
+) -> dict[str, torch.Tensor]:
+    """``n`` random transitions (Hopper's sizes by default; the same ones in every process:
+    drawn on the CPU)."""
+    rows = random_transitions(n, obs, act, torch.Generator().manual_seed(5), terminal=0.05)
+    return {k: v.to(device) for k, v in rows.items()}
 
 
 def model_rollout(b: Bench, name: str, batch: int = 100_000) -> float:
@@ -116,7 +105,7 @@ def model_rollout(b: Bench, name: str, batch: int = 100_000) -> float:
 def buffer_rates(b: Bench) -> dict[str, float]:
     """Rows/s for single-row adds (the env loop), 1000-row adds, and 256-row samples."""
     buf = ReplayBuffer(100_000, transition_fields(OBS, ACT), b.device)
-    one, many = _batch(1, b.device), _batch(1000, b.device)
+    one, many = hopper_rows(1, b.device), hopper_rows(1000, b.device)
     gen = torch.Generator(device=b.device).manual_seed(0)
     buf.add(many)
 
@@ -161,7 +150,7 @@ def acting_loop(b: Bench, act_device: str, steps: int = 100, updates: int = 20) 
     collector = Collector(env, buf, acting.device, seed=0)
     gen = torch.Generator(device=b.device).manual_seed(0)
     act_gen = torch.Generator(device=acting.device).manual_seed(0)
-    buf.add(_batch(1000, b.device))
+    buf.add(hopper_rows(1000, b.device))
     policy = partial(acting.act, deterministic=False, generator=act_gen)
 
     def run() -> None:

@@ -1,12 +1,14 @@
 """An older checkout (a ``git worktree`` of it) timed in a worker process beside this one:
-``scripts/bench.py --reference PATH``."""
+``scripts/bench.py --reference PATH``; and ``child_json``, the answer of a fresh process."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import tempfile
+from typing import Any
 
 import torch
 
@@ -75,9 +77,17 @@ for line in sys.stdin:
 """
 
 
+def child_json(script: str, *args: str, **run: Any) -> dict[str, Any]:
+    """Run ``python -c script *args`` in a fresh process (``run``: more of subprocess.run's
+    arguments) and return the JSON object its last line of output holds."""
+    cmd = [sys.executable, "-c", script, *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=True, **run)
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
 class ReferenceWorker:
     """An older checkout (a ``git worktree`` of it) in a worker process that times its
-    default SAC update (``sac``) and model-fit epoch (``fit``) on request."""
+    default SAC update and model-fit epoch on request (:meth:`seconds`)."""
 
     def __init__(self, checkout: str, device: torch.device) -> None:
         path = os.path.abspath(checkout)
@@ -91,22 +101,17 @@ class ReferenceWorker:
             cwd=tempfile.gettempdir(),  # never import this folder's mbrl by accident
         )
 
-    def _ask(self, line: str) -> float:
+    def seconds(self, *request: object) -> float:
+        """Seconds for a request: ``"sac", updates``, that many of its SAC updates (batches
+        from its buffer); ``"fit", model, rows``, one model-fit epoch over ``rows`` rows per
+        member."""
         assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.write(" ".join(map(str, request)) + "\n")
         self.proc.stdin.flush()
         answer = self.proc.stdout.readline()
         if not answer:
             raise RuntimeError(f"the reference worker stopped (exit code {self.proc.wait()})")
         return float(answer)
-
-    def sac(self, updates: int) -> float:
-        """Seconds for ``updates`` of its SAC updates (batches from its buffer)."""
-        return self._ask(f"sac {updates}")
-
-    def fit(self, model: str, rows: int) -> float:
-        """Seconds for one model-fit epoch over ``rows`` rows per member."""
-        return self._ask(f"fit {model} {rows}")
 
     def close(self) -> None:
         if self.proc.stdin is not None:

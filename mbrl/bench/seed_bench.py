@@ -17,15 +17,13 @@ import torch
 
 from mbrl.agents import SAC, SACConfig, SACUpdates
 from mbrl.agents.seed_batch import SeedBatch, SeedUpdates
-from mbrl.bench.micro import ACT, OBS, Bench
-from mbrl.bench.update_bench import RealRows, hopper_rows
+from mbrl.bench.micro import ACT, OBS, Bench, hopper_rows
+from mbrl.bench.update_bench import WARM_BLOCKS, RealRows
 from mbrl.compiled import tf32_matmuls
 from mbrl.models.dynamics import DynamicsModel
 from mbrl.models.model_registry import model_config
 from mbrl.models.seed_fit import SeedFits
 from mbrl.models.training import ModelTrainer
-
-WARM_BLOCKS = 5  # (a CUDA graph is captured at the fourth block)
 
 
 def seed_batches(
@@ -65,10 +63,8 @@ def fit_batches(
     out: dict[str, dict[str, Any]] = {}
     for seeds in sizes:
         data = [hopper_rows(rows - 7 * s, b.device) for s in range(seeds)]
-        solo, batched = (
-            [_trainer(cfg, b.device, cuda) for _ in data],
-            SeedFits([_trainer(cfg, b.device, cuda) for _ in data], compile=cuda, graphs=cuda),
-        )
+        solo = [_trainer(cfg, b.device, cuda) for _ in data]
+        batched = SeedFits([_trainer(cfg, b.device, cuda) for _ in data], compile=cuda, graphs=cuda)
         with tf32_matmuls(cuda):
             batched.warm_up()
             for trainer in solo:
@@ -130,7 +126,7 @@ def _blocks(
     for twin, agent in zip(twins, agents, strict=True):
         twin.load_state_dict(agent.state_dict())
     rows = [RealRows(device) for _ in range(seeds)]
-    gens = [torch.Generator(device=device).manual_seed(s) for s in range(seeds)]
+    gens = _gens(device, seeds)
     with tf32_matmuls(fast):
         for agent in twins:
             agent.warm_up()

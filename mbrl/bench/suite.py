@@ -1,6 +1,6 @@
 """The benchmark table of ``scripts/bench.py``: which rows run (each from its module here:
-``micro``, ``update_bench``, ``warmup_bench``, ``loop_bench``, ``scale_bench``,
-``scale_runs``), and how they print."""
+``micro``, ``update_bench``, ``seed_bench``, ``warmup_bench``, ``loop_bench``,
+``scale_bench``, ``scale_runs``), and how they print."""
 
 from __future__ import annotations
 
@@ -70,8 +70,7 @@ def main(description: str) -> None:
     if any(s < 1 for s in args.seed_batch):
         p.error(f"--seed-batch {args.seed_batch}: every seed count must be 1 or more")
     configure_cpu(args.threads, flush_denormal=True)
-    dev = torch.device(args.device)
-    res = run_all(bench.Bench(dev, repeats=args.repeats), args)
+    res = run_all(bench.Bench(torch.device(args.device), repeats=args.repeats), args)
     print_table(res)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
@@ -89,8 +88,8 @@ def run_all(b: bench.Bench, args: argparse.Namespace) -> dict[str, Any]:
     }
     if args.eval_only or args.scale_only:
         res["eval"] = eval_rows(args)
-        if args.scale_only:
-            res.update(scale_rows())
+        if args.scale_only:  # env.num_envs copies; one run on 1 vs 2 processes (CPU)
+            res |= {"sampling": scale_runs.bench_sampling(), "ddp": scale_runs.bench_ddp()}
         return res
     res["gemm_flop_per_s"] = {n: bench.gemm_flops(b, n) for n in (256, 1024)}
     settings = update_bench.settings(cuda, not args.skip_compile)
@@ -131,11 +130,6 @@ def run_all(b: bench.Bench, args: argparse.Namespace) -> dict[str, Any]:
             res["whole_loop"] = loop_bench.whole_loop(dev, os.path.join(tmp, "run"))[0]
     res["eval"] = eval_rows(args)
     return res
-
-
-def scale_rows() -> dict[str, Any]:
-    """Hopper SAC env steps/s with env.num_envs copies; one run on 1 vs 2 processes (CPU)."""
-    return {"sampling": scale_runs.bench_sampling(), "ddp": scale_runs.bench_ddp()}
 
 
 def eval_rows(args: argparse.Namespace) -> list[dict[str, Any]]:

@@ -15,6 +15,7 @@ name.
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
 from collections.abc import Callable, Hashable
@@ -26,22 +27,13 @@ from torch import Tensor
 from torch.utils.flop_counter import FlopCounterMode
 
 from mbrl.agents import SAC, SACConfig, SACUpdates
-from mbrl.bench.micro import ACT, OBS, Bench, gemm_block
+from mbrl.bench.micro import ACT, OBS, Bench, gemm_block, hopper_rows
 from mbrl.bench.reference_worker import ReferenceWorker
-from mbrl.buffer import ReplayBuffer, random_transitions, transition_fields
+from mbrl.buffer import ReplayBuffer, transition_fields
 from mbrl.compiled import tf32_matmuls
 from mbrl.models import DynamicsModel, ModelTrainer, model_config
 
 FIELDS = ("obs", "act", "rew", "next_obs", "terminated")
-
-
-def hopper_rows(
-    n: int, device: torch.device | str, obs: int = OBS, act: int = ACT
-) -> dict[str, Tensor]:
-    """``n`` random transitions (Hopper's sizes by default; the same ones in every process:
-    drawn on the CPU)."""
-    rows = random_transitions(n, obs, act, torch.Generator().manual_seed(5), terminal=0.05)
-    return {k: v.to(device) for k, v in rows.items()}
 
 
 class RealRows:
@@ -96,19 +88,15 @@ def sac_updates(
         for _ in range(WARM_BLOCKS):
             blocks[name](updates)
         runs[name] = partial(blocks[name], updates)
-    worker = None
-    if reference is not None:
-        worker = ReferenceWorker(reference, b.device)
-        out["reference"] = {"flops_per_update": out[next(iter(out))]["flops_per_update"]}
-        runs["reference"] = partial(worker.sac, updates)
     g256, f256 = gemm_block(256, b.device)
     g1024, f1024 = gemm_block(1024, b.device)
-    try:
+    with contextlib.ExitStack() as stack:
+        if reference is not None:
+            worker = stack.enter_context(contextlib.closing(ReferenceWorker(reference, b.device)))
+            out["reference"] = {"flops_per_update": out[next(iter(out))]["flops_per_update"]}
+            runs["reference"] = partial(worker.seconds, "sac", updates)
         # 4 rounds per repeat: 20 at the default 5 (a quick --repeats 1 takes 4)
         t = b.side_by_side({**runs, "g256": g256, "g1024": g1024}, 4 * b.repeats)
-    finally:
-        if worker is not None:
-            worker.close()
     gemm = [max(f256 / a, f1024 / c) for a, c in zip(t["g256"], t["g1024"], strict=True)]
     first = next(iter(out))
     for name, r in out.items():
@@ -167,17 +155,13 @@ def model_fits(
     for name, v in variants.items():
         runs[name], trainers[name], warmup = fit_epoch(b.device, v, rows)
         out[name] = {"warmup_s": warmup}
-    worker = None
-    if reference is not None:
-        worker = ReferenceWorker(reference, b.device)
-        for model in dict.fromkeys(v["model"] for v in variants.values()):
-            runs[f"reference, {model}"] = partial(worker.fit, model, rows)
-            out[f"reference, {model}"] = {}
-    try:
+    with contextlib.ExitStack() as stack:
+        if reference is not None:
+            worker = stack.enter_context(contextlib.closing(ReferenceWorker(reference, b.device)))
+            for model in dict.fromkeys(v["model"] for v in variants.values()):
+                runs[f"reference, {model}"] = partial(worker.seconds, "fit", model, rows)
+                out[f"reference, {model}"] = {}
         t = b.side_by_side(runs)
-    finally:
-        if worker is not None:
-            worker.close()
     for name, r in out.items():
         r["samples_per_s"] = 7 * rows / statistics.median(t[name])
         r["ran"] = trainers[name].step.ran if name in trainers else "the reference's default"

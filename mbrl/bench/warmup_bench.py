@@ -4,11 +4,10 @@ folder: first cold (nothing cached), then warm (inductor's compiled kernels on d
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 import tempfile
+
+from mbrl.bench.reference_worker import child_json
 
 CHILD = r"""
 import json, sys, time
@@ -39,12 +38,5 @@ def compile_warmups(device: str) -> dict[str, dict[str, float]]:
     with tempfile.TemporaryDirectory() as cache:
         env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache}
         for when in ("cold", "warm"):
-            proc = subprocess.run(
-                [sys.executable, "-c", CHILD, device],
-                capture_output=True,
-                text=True,
-                check=True,
-                env=env,
-            )
-            out[when] = json.loads(proc.stdout.strip().splitlines()[-1])
+            out[when] = child_json(CHILD, device, env=env)
     return out
