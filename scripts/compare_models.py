@@ -28,14 +28,10 @@ from mbrl.runtime.validate import load_config
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("run_dir")
-    parser.add_argument(
-        "--max-epochs", type=int, default=None, help="cap per fit (default: the run's)"
-    )
-    parser.add_argument(
-        "--rows", type=int, default=None, help="use only the first N real transitions"
-    )
+    parser.add_argument("--max-epochs", type=int, help="cap per fit (default: the run's)")
+    parser.add_argument("--rows", type=int, help="use only the first N real transitions")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", default=None, help="also write the results here")
+    parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
     cfg = load_config(os.path.join(args.run_dir, "config.yaml"))
     configure_cpu(cfg.threads, cfg.flush_denormal)

@@ -28,8 +28,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("run_dir")
     parser.add_argument("--ckpt", default="best", help="best | last | N (iteration_N.pt)")
-    parser.add_argument("--episodes", type=int, default=None, help=f"default {EPISODES}")
-    parser.add_argument("--seed", type=int, default=None, help=f"episode i: seed + i ({SEED})")
+    parser.add_argument("--episodes", type=int, help=f"default {EPISODES}")
+    parser.add_argument("--seed", type=int, help=f"episode i: seed + i ({SEED})")
     parser.add_argument(
         "--as-training",
         action="store_true",
@@ -44,7 +44,6 @@ def main() -> int:
         "--video",
         nargs="?",
         const="",
-        default=None,
         help="film one episode (default path: RUN_DIR/video_<ckpt>.gif)",
     )
     args = parser.parse_args()

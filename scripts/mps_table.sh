@@ -27,6 +27,9 @@ folder=$1 report=$2 total=$3
 shift 3
 end=$((SECONDS + total)) used=""
 here=$(cd "$(dirname "$0")" && pwd)
+# Every row's runs and each report: Hopper-v4, no evaluations, no snapshots (EXTRA: split at spaces)
+config=(env=hopper env.version=v4 "device=${DEVICE:-cuda}" "compile=${COMPILE:-true}" logger.every=250
+    eval.every=1000000 checkpoint.pool=false checkpoint.snapshots=false ${EXTRA:-})
 for row in "$@"; do
     IFS=: read -r runs mps seconds batch <<<"$row"
     batch=${batch:-1}
@@ -42,15 +45,11 @@ for row in "$@"; do
     echo "== $runs runs, $procs processes ($batch seeds each), MPS $mps, ${seconds} s, from $(date -u +%T)"
     timeout -s TERM -k 60 "$seconds" python3 "$here/seeds.py" "$where" --batch "$batch" \
         --seeds "0-$((runs - 1))" --procs "$procs" --mps "$mps" --steps 15000 --grace 45 \
-        --report "$rep" --report-every 30 \
-        env=hopper env.version=v4 "device=${DEVICE:-cuda}" "compile=${COMPILE:-true}" logger.every=250 \
-        eval.every=1000000 checkpoint.pool=false checkpoint.snapshots=false ${EXTRA:-}
+        --report "$rep" --report-every 30 "${config[@]}"
     echo "== exit $? at $(date -u +%T)"
 done
 for pair in $used; do # each campaign's report: its footer lines, one per row
     where=${pair%%:*} rep=${pair#*:}
-    python3 "$here/seeds.py" "$where" --report "$rep" --report-only \
-        env=hopper env.version=v4 "device=${DEVICE:-cuda}" "compile=${COMPILE:-true}" logger.every=250 \
-        eval.every=1000000 checkpoint.pool=false checkpoint.snapshots=false ${EXTRA:-}
+    python3 "$here/seeds.py" "$where" --report "$rep" --report-only "${config[@]}"
     grep "past the random steps" "$rep/summary.md"
 done

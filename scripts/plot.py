@@ -16,26 +16,22 @@ import os
 import sys
 
 from mbrl.tools.figures import plot_curves, plot_phases
-from mbrl.tools.plotting import find_runs, format_table, group, load_reference, summary
+from mbrl.tools.plotting import find_runs, group, load_reference, summary_table
 from mbrl.tools.seed_report import tables
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("paths", nargs="+")
-    parser.add_argument(
-        "--out", default=None, help="figure path (default: <first path>/curves.png)"
-    )
+    parser.add_argument("--out", help="figure path (default: <first path>/curves.png)")
     parser.add_argument("--metric", default="eval/return_mean")
     parser.add_argument(
         "--by",
-        default=None,
         help="group by these config keys only, comma-separated (default: the overrides "
         "that differ between the runs, seed aside)",
     )
     parser.add_argument(
         "--reference",
-        default=None,
         help="a published curve to draw beside the runs: CSV with columns step,mean,std",
     )
     parser.add_argument(
@@ -55,7 +51,7 @@ def main() -> int:
         return 2
     settings = group(runs, args.by.split(",") if args.by else None)
     print(f"{len(runs)} runs, {len(settings)} settings")
-    print(format_table(summary(settings, args.metric)))
+    print(summary_table(settings, args.metric))
     if args.per_step:
         print(tables(settings, reference))
     out = args.out or os.path.join(args.paths[0], "curves.png")

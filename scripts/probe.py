@@ -27,7 +27,7 @@ def main() -> int:
     parser.add_argument("run_dir")
     parser.add_argument("--ckpt", default="last", help="best | last | N (iteration_N.pt)")
     parser.add_argument("--episodes", type=int, default=3, help="default 3")
-    parser.add_argument("--seed", type=int, default=None, help="default: the run's seed + 10000")
+    parser.add_argument("--seed", type=int, help="default: the run's seed + 10000")
     parser.add_argument("--draws", type=int, default=20, help="model samples per row (20)")
     args = parser.parse_args()
     if args.episodes < 1 or args.draws < 2:

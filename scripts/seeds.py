@@ -41,15 +41,14 @@ from typing import Any
 from mbrl.envs.vector import CORES_ENV
 from mbrl.tools.mps import MODES, Mps, wanted
 from mbrl.tools.mps import start as start_mps
-from mbrl.tools.plotting import Reference, load_reference
-from mbrl.tools.seed_report import load_settings, write_report
+from mbrl.tools.plotting import load_reference
+from mbrl.tools.seed_report import load_settings, write_atomic, write_report
 from mbrl.tools.seed_runs import (
     ROOT,
     Job,
     Pool,
     Variant,
     batches,
-    members,
     parse_duration,
     parse_seeds,
     stages,
@@ -80,17 +79,14 @@ def arguments() -> argparse.Namespace:
         "whole (repeatable; beside --vary's)"
     )  # fmt: skip
     p.add_argument(
-        "--steps",
-        type=int,
-        default=None,
-        help="env steps per run (default: the config's total_steps)",
+        "--steps", type=int, help="env steps per run (default: the config's total_steps)"
     )
-    p.add_argument("--stage", type=int, default=None, help="take every run to N, 2N, ... in turn")
-    p.add_argument("--budget", default=None, help="wall-clock budget: 2h, 90m, 1h30m, 45s")
+    p.add_argument("--stage", type=int, help="take every run to N, 2N, ... in turn")
+    p.add_argument("--budget", help="wall-clock budget: 2h, 90m, 1h30m, 45s")
     p.add_argument(
         "--grace", type=float, default=120.0, help="seconds from a stop request to a kill"
     )
-    p.add_argument("--procs", type=int, default=None, help="runs at a time")
+    p.add_argument("--procs", type=int, help="runs at a time")
     p.add_argument("--threads", type=int, default=1, help="torch threads per run (default 1)")
     p.add_argument(
         "--batch", type=int, default=1, help="seeds per process, their SAC updates batched "
@@ -100,8 +96,8 @@ def arguments() -> argparse.Namespace:
         "--mps", choices=MODES, default="auto", help="CUDA MPS for the runs (default auto: "
         "on for several processes on a GPU)"
     )  # fmt: skip
-    p.add_argument("--reference", default=None, help="a published curve: CSV step,mean,std")
-    p.add_argument("--report", default=None, help="folder for the report (default OUT)")
+    p.add_argument("--reference", help="a published curve: CSV step,mean,std")
+    p.add_argument("--report", help="folder for the report (default OUT)")
     p.add_argument("--report-every", type=float, default=300.0, help="seconds between reports")
     p.add_argument("--report-only", action="store_true", help="write the report and exit")
     return p.parse_intermixed_args()
@@ -117,8 +113,7 @@ def variants(vary: list[str], given: list[str]) -> list[Variant]:
         axes.append([f"{key}={v}" for v in values.split(",")])
     out = [Variant(tuple(c)) for c in itertools.product(*axes)] if axes else []
     out += [Variant(tuple(v.split())) for v in given]
-    out = list(dict.fromkeys(out)) or [Variant(())]
-    return out
+    return list(dict.fromkeys(out)) or [Variant(())]
 
 
 def check(
@@ -169,15 +164,12 @@ def import_plugins(out: str) -> None:
 def manifest(out: str, base: list[str], arms: list[Variant], seeds: list[int]) -> dict:
     """OUT/seeds.json: the campaign's base overrides (fixed), variants and seeds (growing)."""
     path = os.path.join(out, "seeds.json")
-    old = {"base": base, "variants": [], "seeds": []}
-    if os.path.isfile(path):
-        with open(path, encoding="utf-8") as f:
-            old = json.load(f)
-        if old["base"] != base:
-            raise ValueError(
-                f"{out} holds runs of {' '.join(old['base']) or '(no overrides)'}; "
-                f"these overrides are {' '.join(base) or '(none)'}: use another folder"
-            )
+    old = _read_json(path, {"base": base, "variants": [], "seeds": []})
+    if old["base"] != base:
+        raise ValueError(
+            f"{out} holds runs of {' '.join(old['base']) or '(no overrides)'}; "
+            f"these overrides are {' '.join(base) or '(none)'}: use another folder"
+        )
     known = [Variant(tuple(v)) for v in old["variants"]]
     data = {
         "base": base,
@@ -185,9 +177,7 @@ def manifest(out: str, base: list[str], arms: list[Variant], seeds: list[int]) -
         "seeds": sorted(set(old["seeds"]) | set(seeds)),
     }
     os.makedirs(out, exist_ok=True)
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=1)
-    os.replace(path + ".tmp", path)
+    write_atomic(path, json.dumps(data, indent=1))
     return data
 
 
@@ -220,11 +210,10 @@ def main() -> int:
     every, jobs = _jobs(args.out, plan)
     chosen = [j for j in jobs if j.variant in arms and j.seed in seeds]
     procs = args.procs or (GPU_PROCS if device == "cuda" else os.cpu_count() or 1)
-    history = _history(args.out)
+    history = list(_read_json(os.path.join(args.out, "invocations.json"), []))
     now = time.time()
     record: dict[str, Any] = {"start": now, "end": now, "procs": procs, "device": device}
-    record["batch"] = args.batch  # seeds per process
-    record.update(commit=commit(), runs={})
+    record.update(batch=args.batch, commit=commit(), runs={})  # batch: seeds per process
     report_dir = args.report or args.out
     pool: Pool | None = None
     memory: GpuMemory | None = None
@@ -235,7 +224,7 @@ def main() -> int:
             j.name: {
                 "before": j.before,
                 "after": j.steps(),
-                "seconds": j.seconds + _live(pool, j),
+                "seconds": pool.seconds(j) if pool else j.seconds,
                 "past_random": run_speed(j.path, record["start"]),
             }
             for j in chosen
@@ -243,10 +232,11 @@ def main() -> int:
         }
         record["gpu_memory_mb"] = memory.figures() if memory else None
         invocations = [*history, record] if record["runs"] else history
-        _save_history(args.out, invocations)
+        write_atomic(os.path.join(args.out, "invocations.json"), json.dumps(invocations, indent=1))
         by_variant = [(v.label, [j.path for j in jobs if j.variant == v]) for v in every]
         header = _header(args.overrides, len(plan["seeds"]), len(every), record["commit"])
-        write_report(report_dir, load_settings(by_variant), invocations, _reference(args), header)
+        reference = load_reference(args.reference) if args.reference else None
+        write_report(report_dir, load_settings(by_variant), invocations, reference, header)
 
     if args.report_only:
         report()
@@ -349,32 +339,12 @@ def stop_on_signals() -> None:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-def _live(pool: Pool | None, job: Job) -> float:
-    """Seconds a still running job has run so far in this invocation."""
-    if pool is None:
-        return 0.0
-    return sum(
-        time.time() - t for j, _, t in pool.active.values() if any(m is job for m in members(j))
-    )
-
-
-def _history(out: str) -> list[dict]:
-    path = os.path.join(out, "invocations.json")
+def _read_json(path: str, default: Any) -> Any:
+    """A JSON file's contents, or ``default`` where there is none."""
     if not os.path.isfile(path):
-        return []
+        return default
     with open(path, encoding="utf-8") as f:
-        return list(json.load(f))
-
-
-def _save_history(out: str, invocations: list[dict]) -> None:
-    path = os.path.join(out, "invocations.json")
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        json.dump(invocations, f, indent=1)
-    os.replace(path + ".tmp", path)
-
-
-def _reference(args: argparse.Namespace) -> Reference | None:
-    return load_reference(args.reference) if args.reference else None
+        return json.load(f)
 
 
 if __name__ == "__main__":

@@ -47,11 +47,8 @@ def load_run(run_dir: str, which: str) -> tuple[Config, dict[str, Any]]:
         raise EvaluateError(f"{cfg_path}: {err}") from None
     path = checkpoint_path(run_dir, which)
     if not os.path.isfile(path):
-        have = (
-            sorted(os.listdir(os.path.dirname(path)))
-            if os.path.isdir(os.path.dirname(path))
-            else []
-        )
+        folder = os.path.dirname(path)
+        have = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
         raise EvaluateError(
             f"checkpoint {path!r} does not exist; the run has: {', '.join(have) or 'none'}"
         )
@@ -88,14 +85,13 @@ def evaluate(
     configure_cpu(cfg.threads, cfg.flush_denormal)
     device = resolve_device("cpu" if not torch.cuda.is_available() else cfg.device)
     agent = build_actor(cfg, state, device)
-    vector = cfg.eval.vector
     evaluator = Evaluator(
         cfg.env.name,
         episodes,
         seed,
         device,
         cfg.env.max_episode_steps,
-        vector=vector,
+        vector=cfg.eval.vector,
         version=cfg.env.version,
     )
     try:

@@ -52,26 +52,15 @@ def _seeds(n: np.ndarray) -> str:
 
 
 def plot_curves(
-    settings: list[Setting],
-    out: str,
-    metric: str = "eval/return_mean",
-    reference: Reference | None = None,
+    settings: list[Setting], out: str, metric: str, reference: Reference | None
 ) -> list[str]:
     """``draw_curves`` on a figure of its own, written to ``out`` as PNG and SVG."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    fig, ax = _figure((7.5, 4.8))
     draw_curves(ax, settings, metric, reference)
-    fig.tight_layout()
     return _save(fig, out)
 
 
-def draw_curves(
-    ax: Any, settings: list[Setting], metric: str, reference: Reference | None = None
-) -> None:
+def draw_curves(ax: Any, settings: list[Setting], metric: str, reference: Reference | None) -> None:
     """Per setting its mean over seeds and a ±std band (the legend says so, with n), and a
     reference curve over the runs' range of steps; titled with the env and the steps the runs
     reached. Each setting has its own line style and marker, later ones drawn on top."""
@@ -103,11 +92,6 @@ def draw_curves(
 
 def plot_phases(settings: list[Setting], out: str) -> list[str]:
     """Stacked bars: seconds per phase (``time/*``), mean over the runs of each setting."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     per = [
         {
             k: float(np.mean([r.phase_seconds().get(k, 0.0) for r in s.runs]))
@@ -116,7 +100,7 @@ def plot_phases(settings: list[Setting], out: str) -> list[str]:
         for s in settings
     ]
     phases = sorted({k for p in per for k in p}, key=lambda k: -sum(p.get(k, 0.0) for p in per))
-    fig, ax = plt.subplots(figsize=(7, 0.6 * len(settings) + 2.6))
+    fig, ax = _figure((7, 0.6 * len(settings) + 2.6))
     left = np.zeros(len(settings))
     for phase in phases:
         widths = np.array([p.get(phase, 0.0) for p in per])
@@ -124,16 +108,26 @@ def plot_phases(settings: list[Setting], out: str) -> list[str]:
         left += widths
     ax.set_xlabel("seconds (sum of time/* over the run)")
     ax.legend(fontsize=8, ncol=5, loc="upper center", bbox_to_anchor=(0.5, -0.28))
-    fig.tight_layout()
     return _save(fig, out)
 
 
-def _save(fig: object, out: str) -> list[str]:
+def _figure(size: tuple[float, float]) -> tuple[Any, Any]:
+    """A figure and its axes, drawn off-screen (no display needed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(figsize=size)
+
+
+def _save(fig: Any, out: str) -> list[str]:
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
     base, _ = os.path.splitext(out)
     paths = [f"{base}.png", f"{base}.svg"]
     for p in paths:
-        fig.savefig(p, dpi=120)  # type: ignore[attr-defined]
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)  # type: ignore[arg-type]
+        fig.savefig(p, dpi=120)
+    plt.close(fig)
     return paths

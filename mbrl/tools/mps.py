@@ -127,7 +127,8 @@ def _control(mps: Mps, command: str | None) -> str | None:
     except (OSError, subprocess.TimeoutExpired) as err:
         return f"{' '.join(args)}: {err}"
     if done.returncode != 0:
-        return f"{' '.join(args)} exited with {done.returncode}: {_last_line(out)}"
+        with open(out, encoding="utf-8", errors="replace") as f:
+            return f"{' '.join(args)} exited with {done.returncode}: {_last_line(f.read())}"
     return None
 
 
@@ -141,12 +142,9 @@ def _join(mps: Mps) -> str | None:
     except subprocess.TimeoutExpired:
         return f"a CUDA process did not join its daemon within {TIMEOUT:.0f} s"
     if done.returncode != 0:
-        lines = done.stderr.strip().splitlines() or ["no output"]
-        return f"a CUDA process could not join its daemon: {lines[-1]}"
+        return f"a CUDA process could not join its daemon: {_last_line(done.stderr)}"
     return None
 
 
-def _last_line(path: str) -> str:
-    with open(path, encoding="utf-8", errors="replace") as f:
-        lines = f.read().strip().splitlines()
-    return lines[-1] if lines else "no output"
+def _last_line(text: str) -> str:
+    return (text.strip().splitlines() or ["no output"])[-1]

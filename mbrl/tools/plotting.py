@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 from omegaconf import OmegaConf
 
+from mbrl.tools.stats import summarize
+
 # Keys that say how a run ran, not what it is: never a setting's label.
 IGNORED: tuple[str, ...] = ("seed", "resume", "total_steps", "logger.", "checkpoint.", "eval.")
 IGNORED += ("threads", "device", "hydra")
@@ -133,11 +135,9 @@ def _varying(runs: list[Run]) -> list[str]:
     return chosen + rest
 
 
-def summary(
-    settings: list[Setting], metric: str = "eval/return_mean"
-) -> list[dict[str, float | str]]:
-    """Per setting: seeds, final value mean and std across seeds, normalised AUC."""
-    rows: list[dict[str, float | str]] = []
+def summary_table(settings: list[Setting], metric: str) -> str:
+    """A text table, per setting: seeds, final value mean and std across seeds, normalised AUC."""
+    rows = []
     for s in settings:
         finals, aucs = [], []
         for run in s.runs:
@@ -148,30 +148,12 @@ def summary(
             span = steps[-1] - steps[0]
             aucs.append(float(np.trapezoid(values, steps) / span) if span > 0 else float(values[0]))
         if finals:
-            rows.append(
-                {
-                    "setting": s.label,
-                    "seeds": len(finals),
-                    "final_mean": float(np.mean(finals)),
-                    "final_std": sample_std(finals),
-                    "auc": float(np.mean(aucs)),
-                }
-            )
-    return rows
-
-
-def sample_std(values: list[float]) -> float:
-    """The standard deviation over seeds with Bessel's correction (ddof 1); 0 for one."""
-    return float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
-
-
-def format_table(rows: list[dict[str, float | str]]) -> str:
-    width = max([len("setting"), *(len(str(r["setting"])) for r in rows)])
+            rows.append((s.label, summarize(finals), float(np.mean(aucs))))
+    width = max([len("setting"), *(len(label) for label, _, _ in rows)])
     lines = [f"{'setting':<{width}}  seeds  final return (mean ± std)      AUC"]
-    for r in rows:
+    for label, final, auc in rows:
         lines.append(
-            f"{r['setting']!s:<{width}}  {r['seeds']:>5}  {r['final_mean']:>12.1f} ± "
-            f"{r['final_std']:<10.1f}  {r['auc']:>9.1f}"
+            f"{label:<{width}}  {final.n:>5}  {final.mean:>12.1f} ± {final.std:<10.1f}  {auc:>9.1f}"
         )
     return "\n".join(lines)
 

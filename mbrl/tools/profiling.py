@@ -148,7 +148,7 @@ def run_profile(cfg: Config, run_dir: str) -> dict[str, Any]:
         "env_steps": trainer.env_steps,
         "random_steps": wcfg.algorithm.init_steps,
         "sac_updates": trainer.algo.updates,
-        "recorded_from": recorded_from(wcfg),
+        "recorded_from": start,
         "model_fits": work.fits,
         "fit_epochs": [work.first_epochs, *([work.later[1]] if work.later[0] else [])],
         "model_epochs_cap": cap,

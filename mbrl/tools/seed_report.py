@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import tarfile
+from typing import Any
 
 import numpy as np
 
@@ -21,7 +22,6 @@ from mbrl.tools.seed_tables import (
     STILL_TOLERANCE,
     cells,
     paired,
-    paired_overall,
     paired_text,
     smoothed_table,
     step_table,
@@ -76,11 +76,9 @@ def _json(settings: list[Setting]) -> dict[str, object]:
                 entry["smoothed"] = smooth.as_dict()
             per[str(step)] = entry
         data[s.label] = per
-    pairs = {
-        label: {str(k): d.as_dict() for k, d in diffs.items()}
-        for label, diffs in paired(settings).items()
-    }
-    for label, found in paired_overall(settings).items():
+    pairs = {}
+    for label, (diffs, found) in paired(settings).items():
+        pairs[label] = {str(k): d.as_dict() for k, d in diffs.items()}
         if found is not None:
             pairs[label]["overall"] = found[0].as_dict() | {"first": found[1], "last": found[2]}
     return {"variants": data, "paired": pairs}
@@ -90,27 +88,25 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "es" if word.endswith("s") else "s")
 
 
-def _rates(inv: dict[str, object]) -> tuple[int, int, float, float]:
+def _rates(inv: dict[str, Any]) -> tuple[int, int, float, float]:
     """(runs that advanced, env steps they advanced, wall seconds, the median run's env steps
     per second of its own time)."""
-    runs = inv["runs"]
-    assert isinstance(runs, dict)
-    done = [(r["after"] - r["before"], r["seconds"]) for r in runs.values() if r["seconds"]]
+    done = [(r["after"] - r["before"], r["seconds"]) for r in inv["runs"].values() if r["seconds"]]
     each = float(np.median([d / s for d, s in done])) if done else 0.0
-    wall = float(str(inv["end"])) - float(str(inv["start"]))
+    wall = inv["end"] - inv["start"]
     return len(done), sum(d for d, _ in done), wall, each
 
 
-def throughput(invocations: list[dict[str, object]]) -> list[str]:
+def throughput(invocations: list[dict[str, Any]]) -> list[str]:
     """One line per invocation of the command: its processes, the env steps its runs
     advanced per second of its wall time together, and per run (median)."""
     lines = []
     for i, inv in enumerate(invocations, start=1):
         runs, total, wall, each = _rates(inv)
-        batch = int(str(inv.get("batch", 1)))
+        batch = inv.get("batch", 1)
         seeds = f" ({batch} seeds each, batched)" if batch > 1 else ""
         lines.append(
-            f"invocation {i}: {_plural(int(str(inv['procs'])), 'process')}{seeds} on "
+            f"invocation {i}: {_plural(inv['procs'], 'process')}{seeds} on "
             f"{inv['device']}, {_plural(runs, 'run')}, {total:,} env steps in {wall:,.0f} s: "
             f"{total / max(wall, 1e-9):,.1f} env steps/s together, "
             f"{each:,.1f} per run (median)"
@@ -118,7 +114,7 @@ def throughput(invocations: list[dict[str, object]]) -> list[str]:
     return lines
 
 
-def solo_rate(invocations: list[dict[str, object]]) -> str:
+def solo_rate(invocations: list[dict[str, Any]]) -> str:
     """The rate of one process alone: the median run's rate in the last invocation that ran
     one process at a time, if any."""
     alone = [
@@ -135,27 +131,25 @@ def solo_rate(invocations: list[dict[str, object]]) -> str:
 def write_report(
     out: str,
     settings: list[Setting],
-    invocations: list[dict[str, object]],
+    invocations: list[dict[str, Any]],
     reference: Reference | None,
     header: str,
-) -> list[str]:
+) -> None:
     """metrics.tar.gz, summary.md, summary.json and curves.png/.svg in ``out``, each written
     whole to a temporary name first (a report killed half-way leaves the previous one); the
     runs' metrics first, what a short-lived machine must bring back whatever follows."""
     os.makedirs(out, exist_ok=True)
-    written = [bundle(out, [r for s in settings for r in s.runs])]
+    bundle(out, [r for s in settings for r in s.runs])
     speed = "\n".join([*throughput(invocations), solo_rate(invocations), *speed_lines(invocations)])
     md = "\n\n".join([header, tables(settings, reference), speed])
-    _atomic_text(os.path.join(out, "summary.md"), md + "\n")
+    write_atomic(os.path.join(out, "summary.md"), md + "\n")
     summary = _json(settings) | {"invocations": invocations}
-    _atomic_text(os.path.join(out, "summary.json"), json.dumps(summary, indent=1) + "\n")
-    written += [os.path.join(out, "summary.md"), os.path.join(out, "summary.json")]
+    write_atomic(os.path.join(out, "summary.json"), json.dumps(summary, indent=1) + "\n")
     if any(s.runs for s in settings):
-        written += plot_curves(settings, os.path.join(out, "curves.png"), RETURN, reference)
-    return written
+        plot_curves(settings, os.path.join(out, "curves.png"), RETURN, reference)
 
 
-def bundle(out: str, runs: list[Run]) -> str:
+def bundle(out: str, runs: list[Run]) -> None:
     """metrics.tar.gz: each run's metrics.jsonl, config.yaml and command-line overrides,
     under its path relative to the common folder of the runs."""
     path = os.path.join(out, "metrics.tar.gz")
@@ -167,10 +161,10 @@ def bundle(out: str, runs: list[Run]) -> str:
                 if os.path.isfile(file):
                     tar.add(file, arcname=os.path.relpath(file, os.path.dirname(top)))
     os.replace(path + ".tmp", path)
-    return path
 
 
-def _atomic_text(path: str, text: str) -> None:
+def write_atomic(path: str, text: str) -> None:
+    """``text`` to ``path`` through a temporary file: a reader sees the old or the new file."""
     with open(path + ".tmp", "w", encoding="utf-8") as f:
         f.write(text)
     os.replace(path + ".tmp", path)

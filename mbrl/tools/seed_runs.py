@@ -109,8 +109,7 @@ def batches(jobs: list[Job], size: int) -> tuple[list[Job | Batch], list[str]]:
     and a line for each group split so."""
     units: list[Job | Batch] = []
     said: list[str] = []
-    variants = list(dict.fromkeys(j.variant for j in jobs))
-    for variant in variants:
+    for variant in dict.fromkeys(j.variant for j in jobs):
         own = [j for j in jobs if j.variant == variant]
         for i in range(0, len(own), size):
             group = own[i : i + size]
@@ -225,6 +224,11 @@ class Pool:
         if self.deadline == float("inf"):
             return None
         return max(0.1, (self.deadline - time.time() - START_AND_STOP) / 60)
+
+    def seconds(self, job: Job) -> float:
+        """A run's wall time in this invocation, so far where it is still running."""
+        started = [t for unit, _, t in self.active.values() if any(m is job for m in members(unit))]
+        return job.seconds + sum(time.time() - t for t in started)
 
     def log_path(self, job: Job | Batch) -> str:
         """The file a run's console output goes to."""

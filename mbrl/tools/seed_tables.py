@@ -45,10 +45,6 @@ class Cell:
 
     evals: list[Evaluation] = field(default_factory=list)
 
-    @property
-    def n(self) -> int:
-        return len(self.evals)
-
     def summary(self) -> Summary:
         return summarize([e.ret for e in self.evals])
 
@@ -118,7 +114,7 @@ def cells(runs: list[Run]) -> dict[int, Cell]:
 
 
 def _cell_text(cell: Cell | None) -> str:
-    if cell is None or cell.n == 0:
+    if cell is None:  # (no seed of this variant evaluated at that step)
         return ""
     counts = cell.counts()
     more = "" if counts is None else f", full-length {counts[0]}, still {counts[1]}"
@@ -163,60 +159,52 @@ def reference_text(ref: Reference, step: int) -> str:
     return f"{mean:.0f} ± {std:.0f}"
 
 
-def _seed_values(cell: Cell | None) -> dict[int, float]:
+def _seed_values(cell: Cell) -> dict[int, float]:
     """seed -> return of the cell's learning evaluations (after the random steps), for the
     seeds that appear once (a seed twice in one variant cannot be paired)."""
-    evals = [
-        e for e in (cell.evals if cell else []) if e.seed is not None and e.smoothed is not None
-    ]
+    evals = [e for e in cell.evals if e.seed is not None and e.smoothed is not None]
     seeds = [e.seed for e in evals]
     return {e.seed: e.ret for e in evals if e.seed is not None and seeds.count(e.seed) == 1}
 
 
-def paired(settings: list[Setting]) -> dict[str, dict[int, Summary]]:
-    """Per variant after the first, ``label - first label`` -> step -> the paired difference
-    over the seeds both evaluated there after the random steps."""
-    per = [cells(s.runs) for s in settings]
-    out: dict[str, dict[int, Summary]] = {}
-    for s, c in zip(settings[1:], per[1:], strict=True):
-        diffs = {}
-        for step in sorted(set(per[0]) & set(c)):
-            d = paired_difference(_seed_values(per[0].get(step)), _seed_values(c.get(step)))
-            if d is not None:
-                diffs[step] = d
-        out[f"{s.label} − {settings[0].label}"] = diffs
-    return out
+Overall = tuple[Summary, int, int]  # over seeds, and the first and last step compared
 
 
-def paired_overall(settings: list[Setting]) -> dict[str, tuple[Summary, int, int] | None]:
-    """Per variant after the first: each seed's mean difference over the learning steps both
-    of its runs evaluated, summarized over seeds, and the first and last of those steps."""
+def paired(settings: list[Setting]) -> dict[str, tuple[dict[int, Summary], Overall | None]]:
+    """Per variant after the first, ``label - first label`` -> (step -> the paired difference
+    over the seeds both evaluated there after the random steps; each seed's mean difference
+    over those steps, summarized over seeds, with the first and last of the steps)."""
     per = [cells(s.runs) for s in settings]
-    out: dict[str, tuple[Summary, int, int] | None] = {}
+    out: dict[str, tuple[dict[int, Summary], Overall | None]] = {}
     for s, c in zip(settings[1:], per[1:], strict=True):
-        by_seed: dict[int, list[float]] = {}
+        diffs: dict[int, Summary] = {}
+        by_seed: dict[int, list[float]] = {}  # seed -> its differences, step by step
         steps = []
         for step in sorted(set(per[0]) & set(c)):
             a, b = _seed_values(per[0][step]), _seed_values(c[step])
+            d = paired_difference(a, b)
+            if d is None:
+                continue
+            diffs[step] = d
+            steps.append(step)
             for seed in set(a) & set(b):
                 by_seed.setdefault(seed, []).append(b[seed] - a[seed])
-                steps.append(step)
         means = [float(np.mean(v)) for v in by_seed.values()]
-        found = (summarize(means), min(steps), max(steps)) if means else None
-        out[f"{s.label} − {settings[0].label}"] = found
+        overall = (summarize(means), min(steps), max(steps)) if means else None
+        out[f"{s.label} − {settings[0].label}"] = (diffs, overall)
     return out
 
 
 def paired_text(settings: list[Setting]) -> str:
     """The paired table (a column per variant after the first) and its overall lines."""
-    diffs, overall = paired(settings), paired_overall(settings)
-    steps = sorted({k for d in diffs.values() for k in d})
+    pairs = paired(settings)
+    steps = sorted({k for d, _ in pairs.values() for k in d})
     rows = [
-        [f"{step:,}", *(d[step].text(signed=True) if step in d else "" for d in diffs.values())]
+        [f"{step:,}", *(d[step].text(signed=True) if step in d else "" for d, _ in pairs.values())]
         for step in steps
     ]
-    lines = [_markdown(["env steps", *diffs], rows)]
-    for label, found in overall.items():
+    lines = [_markdown(["env steps", *pairs], rows)]
+    for label, (_, found) in pairs.items():
         if found is not None:
             summary, first, last = found
             lines.append(

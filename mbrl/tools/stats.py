@@ -49,20 +49,15 @@ class Summary:
         return {"n": self.n, "mean": self.mean, "std": self.std, "low": low, "high": high}
 
 
-def bootstrap_interval(
-    values: Sequence[float] | np.ndarray,
-    confidence: float = CONFIDENCE,
-    resamples: int = RESAMPLES,
-    seed: int = 0,
-) -> tuple[float, float]:
+def bootstrap_interval(values: Sequence[float] | np.ndarray, seed: int = 0) -> tuple[float, float]:
     """The percentile bootstrap interval of the mean of ``values`` (at least two)."""
     x = np.asarray(values, dtype=float)
     if x.size < 2:
         raise ValueError(f"a bootstrap interval needs two values or more, got {x.size}")
     # Each resample: x.size indices drawn with replacement; its mean; then the quantiles.
-    draws = np.random.default_rng(seed).integers(0, x.size, (resamples, x.size))
+    draws = np.random.default_rng(seed).integers(0, x.size, (RESAMPLES, x.size))
     means = x[draws].mean(axis=1)
-    alpha = (1 - confidence) / 2
+    alpha = (1 - CONFIDENCE) / 2
     low, high = np.quantile(means, [alpha, 1 - alpha])
     return float(low), float(high)
 
