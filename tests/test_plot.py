@@ -123,3 +123,18 @@ def test_the_band_averages_the_seeds_that_reached_each_step() -> None:
     expected_std = [np.std(r, ddof=1) if len(r) > 1 else 0.0 for r in reached]
     assert mean.tolist() == pytest.approx([5.0, 25 / 3, 40.0, 40.0])
     assert std.tolist() == pytest.approx(expected_std)
+
+
+def test_a_line_cut_by_a_kill_is_left_out(tmp_path: str) -> None:
+    """A run killed while writing its metrics: load_run (every report reads runs through it)
+    keeps the whole lines and leaves the cut one out, as the seeds runner's readers do."""
+    from mbrl.tools.plotting import load_run
+
+    path = str(tmp_path / "run")
+    os.makedirs(path)
+    with open(os.path.join(path, "metrics.jsonl"), "w", encoding="utf-8") as f:
+        f.write(
+            '{"step": 1000, "eval/return_mean": 1.0}\n{"step": 2000, "eval/return_mean": 2.0}\n'
+        )
+        f.write('{"step": 3000, "eval/ret')
+    assert [r["step"] for r in load_run(path).rows] == [1000, 2000]

@@ -75,10 +75,22 @@ def find_runs(paths: list[str]) -> list[Run]:
     return [load_run(p) for p in sorted(found)]
 
 
+def read_metrics(file: str) -> list[dict[str, Any]]:
+    """A metrics.jsonl's rows; a line a kill cut short is left out (a report of a campaign
+    whose run was killed mid-write still reads the rest)."""
+    rows = []
+    with open(file, encoding="utf-8") as f:
+        for line in f:
+            try:
+                rows.append(json.loads(line))
+            except ValueError:
+                continue
+    return rows
+
+
 def load_run(path: str) -> Run:
     """A run folder's metrics, its resolved config (flat keys) and its command line."""
-    with open(os.path.join(path, "metrics.jsonl"), encoding="utf-8") as f:
-        rows = [json.loads(line) for line in f if line.strip()]
+    rows = read_metrics(os.path.join(path, "metrics.jsonl"))
     cfg_path = os.path.join(path, "config.yaml")
     config: dict[str, object] = {}
     if os.path.isfile(cfg_path):

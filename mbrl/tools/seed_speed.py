@@ -15,7 +15,6 @@ run's own peak is added where its metrics log one (``GPU_MEMORY_KEY``).
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import subprocess
 import threading
@@ -25,6 +24,7 @@ import numpy as np
 from omegaconf import OmegaConf
 
 from mbrl.tools.mps import find_tool
+from mbrl.tools.plotting import read_metrics
 
 GPU_MEMORY_KEY = "process/gpu_peak_mb"  # a run's own peak GPU memory, where it logs one
 SAME_PROCESS_SLACK = 2.0  # seconds between two log lines' stamps beyond their time/wall
@@ -65,16 +65,7 @@ def _log_rows(path: str) -> list[dict[str, Any]]:
     file = os.path.join(path, "metrics.jsonl")
     if not os.path.isfile(file):
         return []
-    rows = []
-    with open(file, encoding="utf-8") as f:
-        for line in f:
-            try:
-                row = json.loads(line)
-            except ValueError:
-                continue  # (a line cut by a kill)
-            if row.get("time/wall") is not None and "time" in row:
-                rows.append(row)
-    return rows
+    return [r for r in read_metrics(file) if r.get("time/wall") is not None and "time" in r]
 
 
 def _init_steps(path: str) -> int:
