@@ -13,6 +13,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
@@ -31,6 +32,7 @@ from mbrl.runtime.checkpoint import CheckpointError, check_layout, load
 from mbrl.runtime.disk import check_disk
 from mbrl.runtime.inert_settings import inert_sweeps, swept_values
 from mbrl.runtime.memory import check_memory
+from mbrl.runtime.report import quit_text, resume_command
 from mbrl.runtime.utils import resolve_device
 from mbrl.runtime.validate import validate
 
@@ -68,39 +70,37 @@ def rank_argv(argv: list[str]) -> list[str]:
 
 
 def register_resolvers() -> None:
-    """Resolvers used by ``conf/config.yaml``'s ``hydra:`` section."""
-    if not OmegaConf.has_resolver("run_dir"):
-        # A resumed run writes into its own folder; a new run gets runs/<env>/<date_time>,
-        # a profiling window runs/profile/<env>/<date_time>.
-        OmegaConf.register_new_resolver("run_dir", run_folder)
-    if not OmegaConf.has_resolver("short_dirname"):
-        # Multirun job folders are named after their overrides; long override lists would
-        # exceed the file-name limit, so they are cut and made unique with a hash.
-        OmegaConf.register_new_resolver("short_dirname", short_dirname)
+    """Resolvers used by ``conf/config.yaml`` (its ``hydra:`` section, ``--help``)."""
+    resolvers: dict[str, Callable[..., str]] = {
+        "run_dir": run_folder,
+        "short_dirname": short_dirname,
+        "hydra_subdir": subdir,
+    }
     # --help lists the envs, models and agents registered, a plug-in's too.
     for group, registered in (("env", ENVS), ("model", MODELS), ("agent", AGENTS)):
-        if not OmegaConf.has_resolver(f"{group}_choices"):
-            OmegaConf.register_new_resolver(
-                f"{group}_choices", lambda r=registered: ", ".join(sorted(r))
-            )
-    if not OmegaConf.has_resolver("hydra_subdir"):
-        # Keep the original .hydra/ of a resumed run; the resume's own goes beside it.
-        OmegaConf.register_new_resolver(
-            "hydra_subdir",
-            lambda resume: (
-                ".hydra" if resume is None else f".hydra/resume_{time.strftime('%Y%m%d_%H%M%S')}"
-            ),
-        )
+        resolvers[f"{group}_choices"] = lambda r=registered: ", ".join(sorted(r))
+    for name, resolver in resolvers.items():
+        if not OmegaConf.has_resolver(name):
+            OmegaConf.register_new_resolver(name, resolver)
 
 
 def run_folder(resume: str | None, profile: bool, root: str, name: str) -> str:
+    """A resumed run writes into its own folder; a new run gets runs/<env>/<date_time>, a
+    profiling window runs/profile/<env>/<date_time>."""
     if resume is not None:
         return str(resume)
     return os.path.join(root, "profile", name) if profile else os.path.join(root, name)
 
 
+def subdir(resume: str | None) -> str:
+    """Keep the original .hydra/ of a resumed run; the resume's own goes beside it."""
+    return ".hydra" if resume is None else f".hydra/resume_{time.strftime('%Y%m%d_%H%M%S')}"
+
+
 def short_dirname(name: str, limit: int = 120) -> str:
-    """``name`` if it is short enough for a folder name, else a prefix plus a short hash."""
+    """``name`` if it is short enough for a folder name, else a prefix plus a short hash
+    (multirun job folders are named after their overrides: long override lists would exceed
+    the file-name limit)."""
     name = name.replace("/", "_")
     if len(name) <= limit:
         return name
@@ -111,10 +111,13 @@ def short_dirname(name: str, limit: int = 120) -> str:
 def resolve(cfg: DictConfig, overrides: list[str]) -> Config:
     """The validated config of this run; for ``resume=DIR`` the saved one plus ``overrides``."""
     resume = cfg.get("resume")
-    if resume is None:
-        config = validate(cfg)
-        config.plugins = {**config.plugins, **plugins.IMPORTED}  # (kept in its config.yaml)
-        return config
+    config = validate(cfg) if resume is None else _resumed(cfg, overrides, resume)
+    config.plugins = {**config.plugins, **plugins.IMPORTED}  # (kept in its config.yaml)
+    return config
+
+
+def _resumed(cfg: DictConfig, overrides: list[str], resume: Any) -> Config:
+    """The saved config of the run ``resume`` names, with this start's ``overrides``."""
     saved_path = os.path.join(str(resume), "config.yaml")
     if not os.path.isfile(saved_path):
         raise ConfigError(
@@ -144,7 +147,7 @@ def resolve(cfg: DictConfig, overrides: list[str]) -> Config:
     saved.resume = str(resume)
     try:
         plugins.import_saved(saved, f"resume={resume!r}")
-        config = validate(saved)
+        return validate(saved)
     except plugins.PluginError:  # (a module of the run's is missing, not a version mismatch)
         raise
     except ConfigError as err:
@@ -152,8 +155,6 @@ def resolve(cfg: DictConfig, overrides: list[str]) -> Config:
             f"resume={resume!r}: the run's saved config does not fit this version of FlowMBPO "
             f"({err}); a run written by an older version cannot be resumed by this one"
         ) from None
-    config.plugins = {**config.plugins, **plugins.IMPORTED}
-    return config
 
 
 def _literal_run_dir(config: DictConfig, cfg: Config) -> str | None:
@@ -170,8 +171,6 @@ def _refuse_nothing_to_do(cfg: Config, step: int) -> None:
     """A resume whose total_steps the checkpoint has reached stops at once (no compile)."""
     if cfg.total_steps > step or cfg.profile.enabled:
         return
-    from mbrl.runtime.report import resume_command
-
     assert cfg.resume is not None
     raise ConfigError(
         f"resume={cfg.resume!r} is at step {step:,} and total_steps={cfg.total_steps} leaves "
@@ -206,10 +205,9 @@ def check_before_start(config: DictConfig, lock: bool = True) -> Config:
     check_disk(written, *dims, folder or os.path.join("runs", cfg.env.name))
     folders = [] if folder is None else [folder]
     if cfg.batch_seeds > 1 and folder is not None:  # (a timestamped folder: new ones beside)
-        from mbrl.seed_trainer import check_folders, seed_folders
+        from mbrl.seed_trainer import check_folders
 
-        check_folders(cfg, folder)
-        folders = seed_folders(cfg, folder)
+        folders = check_folders(cfg, folder)
     if lock and distributed.is_main():
         for held in folders:  # this run's folder (and a batch's others)
             runlock.acquire(held)  # held until the process ends (the trainer reuses it)
@@ -239,7 +237,6 @@ class ValidateCallback(Callback):
 
 def run(cfg: DictConfig) -> float:
     """The task function: train in hydra's run folder; returns the final eval return."""
-    from mbrl.runtime.report import quit_text
     from mbrl.seed_trainer import SeedTrainer  # heavy imports only once the config is good
     from mbrl.trainer import Trainer
 

@@ -53,6 +53,18 @@ def override_key(override: str) -> str:
     return override.lstrip("+~").split("=", 1)[0]
 
 
+def command_line(argv: list[str], conf_dir: str) -> list[str]:
+    """``scripts/train.py``'s ``argv`` as hydra is to read it, checked before hydra reads it:
+    the first mistake ends the process with one line (exit code 2)."""
+    try:
+        refuse_flags(argv)
+        argv = resume_folders(expand_shorthands(argv))
+        return argv[:1] + check_overrides(argv[1:], conf_dir)
+    except ConfigError as err:
+        fail(err)
+        raise  # (unreachable: fail exits)
+
+
 def refuse_flags(argv: list[str]) -> None:
     """``--env hopper`` ends in argparse's usage text; say once what FlowMBPO takes instead."""
     for i, arg in enumerate(argv[1:], start=1):
@@ -62,33 +74,19 @@ def refuse_flags(argv: list[str]) -> None:
             given = arg if "=" in arg or not value else f"{arg} {value}"
             key = flag.lstrip("-").replace("-", "_")
             example = f"{key}={arg.split('=', 1)[1] if '=' in arg else value or '...'}"
-            fail(
-                ConfigError(
-                    f"{given!r} is not an option: FlowMBPO takes hydra overrides, key=value "
-                    f"(here: {example}); `--help` lists the config groups"
-                )
+            raise ConfigError(
+                f"{given!r} is not an option: FlowMBPO takes hydra overrides, key=value "
+                f"(here: {example}); `--help` lists the config groups"
             )
 
 
-def refuse_unknown_overrides(argv: list[str], conf_dir: str) -> list[str]:
-    """Before hydra: an override of a key the config does not have, with or without ``+``,
-    a config group's choice that is not one of its files (``env=hoper``), or a value of the
-    wrong type stops with one message naming the closest real one. Returns ``argv`` as
-    :func:`check_overrides` reads it (``1e4`` as ``10000`` for an integer key)."""
-    try:
-        return argv[:1] + check_overrides(argv[1:], conf_dir)
-    except ConfigError as err:
-        fail(err)
-        raise  # (unreachable: fail exits)
-
-
 def check_overrides(overrides: list[str], conf_dir: str) -> list[str]:
-    """A ConfigError for the first override of an unknown key or group choice, or of a value
-    of the wrong type (options and other arguments are skipped); scripts/seeds.py checks its
-    overrides with it too. Returns them with integral floats of integer keys as integers
-    (``total_steps=1e4`` -> ``total_steps=10000``)."""
-    args = ["", *overrides]  # (argv's shape: _chosen_target skips the program's name)
-    model, agent = _chosen_target(args, "model", MODELS), _chosen_target(args, "agent", AGENTS)
+    """A ConfigError for the first override of an unknown key (with or without ``+``) or group
+    choice (``env=hoper``), or of a value of the wrong type, naming the closest real one
+    (options and other arguments are skipped); scripts/seeds.py checks its overrides with it
+    too. Returns them with integral floats of integer keys as integers (``1e4`` -> ``10000``)."""
+    model = _chosen_target(overrides, "model", MODELS)
+    agent = _chosen_target(overrides, "agent", AGENTS)
     out = []
     for arg in overrides:
         key = override_key(arg)
@@ -131,12 +129,12 @@ def check_choice(group: str, value: str, conf_dir: str) -> None:
             )
 
 
-def _chosen_target(argv: list[str], group: str, registered: Mapping[str, Any]) -> str | None:
-    """The class the command line picks for ``group`` (``model=<name>``,
+def _chosen_target(overrides: list[str], group: str, registered: Mapping[str, Any]) -> str | None:
+    """The class the overrides pick for ``group`` (``model=<name>``,
     ``model._target_=...``; ``agent`` alike), ``registered`` mapping names to configs; None:
     the default class, or a name refused by :func:`check_choice`."""
     choice, target = None, None  # (the last of each, as hydra takes them)
-    for arg in argv[1:]:
+    for arg in overrides:
         key, _, value = arg.partition("=")
         key = key.lstrip("+~")
         if key == group:
@@ -162,13 +160,11 @@ def resume_folders(argv: list[str]) -> list[str]:
             ckpt, name = os.path.split(os.path.normpath(value))
             run = os.path.dirname(ckpt)
             if name != "last.pt" or os.path.basename(ckpt) != "ckpt":
-                fail(
-                    ConfigError(
-                        f"resume={value!r} is a file; resume= takes a run folder and continues "
-                        f"from its ckpt/last.pt (here: resume={run or '.'}). To continue from "
-                        "another checkpoint that holds the buffers (ckpt_best.pt), copy it "
-                        "over ckpt/last.pt first"
-                    )
+                raise ConfigError(
+                    f"resume={value!r} is a file; resume= takes a run folder and continues "
+                    f"from its ckpt/last.pt (here: resume={run or '.'}). To continue from "
+                    "another checkpoint that holds the buffers (ckpt_best.pt), copy it over "
+                    "ckpt/last.pt first"
                 )
             arg = f"resume={run or '.'}"
         out.append(arg)

@@ -35,9 +35,10 @@ def seed_folders(cfg: Config, run_dir: str) -> list[str]:
     return [run_dir, *(f"{base}_seed{cfg.seed + i}" for i in range(1, cfg.batch_seeds))]
 
 
-def check_folders(cfg: Config, run_dir: str) -> None:
+def check_folders(cfg: Config, run_dir: str) -> list[str]:
     """Before anything is written: a new batch's other folders must not hold a run yet; a
-    resumed batch's must each hold a checkpoint of the same config at the lead's step."""
+    resumed batch's must each hold a checkpoint of the same config at the lead's step.
+    Returns the folders (:func:`seed_folders`)."""
     folders = seed_folders(cfg, run_dir)
     if len(set(map(os.path.realpath, folders))) != len(folders):
         raise ConfigError(f"batch_seeds={cfg.batch_seeds}: two seeds share a folder: {folders}")
@@ -48,8 +49,8 @@ def check_folders(cfg: Config, run_dir: str) -> None:
                     f"batch_seeds={cfg.batch_seeds}: {folder} exists and is not empty; a new "
                     "batch writes each seed into a new folder (remove it, or resume the batch)"
                 )
-        return
-    lead = _saved(run_dir)
+        return folders
+    lead = {k: v for k, v in _saved(run_dir).items() if k not in UNCOMPARED}
     step = _step(run_dir, cfg)
     for folder in folders[1:]:
         if not os.path.isfile(os.path.join(folder, "ckpt", "last.pt")):
@@ -57,16 +58,15 @@ def check_folders(cfg: Config, run_dir: str) -> None:
                 f"resume={run_dir!r} with batch_seeds={cfg.batch_seeds}: {folder} has no "
                 "checkpoint to continue (resume the seeds that have one alone)"
             )
-        saved = _saved(folder)
-        if {k: v for k, v in saved.items() if k not in UNCOMPARED} != {
-            k: v for k, v in lead.items() if k not in UNCOMPARED
-        }:
+        saved = {k: v for k, v in _saved(folder).items() if k not in UNCOMPARED}
+        if saved != lead:
             raise ConfigError(f"{folder}'s config differs from {run_dir}'s in more than the seed")
         if (other := _step(folder, cfg)) != step:
             raise ConfigError(
                 f"resume with batch_seeds={cfg.batch_seeds}: {folder} is at step {other:,} and "
                 f"{run_dir} at {step:,}; batched seeds go on from one step (resume each alone)"
             )
+    return folders
 
 
 def _saved(folder: str) -> dict[str, object]:
@@ -110,7 +110,7 @@ class SeedTrainer:
         self._times: dict[str, float] = {}
         lead.interval = self._read_times
         for t in self.trainers[1:]:
-            t.timer, t.narrates, t.interval = lead.timer, False, self._last_times
+            t.timer, t.narrates, t.interval = lead.timer, False, lambda: dict(self._times)
         self.seeds = BatchedSeeds([t.algo for t in self.trainers])
         if lead.main:  # (what Ctrl-C says names the first seed's folder, not the last's)
             profile = lead.cfg.profile.enabled
@@ -119,9 +119,6 @@ class SeedTrainer:
     def _read_times(self) -> dict[str, float]:
         self._times = self.lead.timer.metrics()
         return self._times
-
-    def _last_times(self) -> dict[str, float]:
-        return dict(self._times)
 
     @property
     def stopped(self) -> str:

@@ -29,7 +29,7 @@ from mbrl.runtime.speed import resolve_speed
 from mbrl.runtime.timer import PhaseTimer
 from mbrl.runtime.utils import configure_cpu, resolve_device, rss_mb
 from mbrl.runtime.validate import to_yaml
-from mbrl.runtime.wandb_sink import wandb_sink
+from mbrl.runtime.wandb_sink import WandbSink
 from mbrl.schedule import crossed
 from mbrl.seeding import seed_everything
 
@@ -83,11 +83,9 @@ class Trainer:
         runlock.acquire(run_dir)  # one process per run folder
         with open(os.path.join(run_dir, "config.yaml"), "w", encoding="utf-8") as f:
             f.write(to_yaml(self.config))
-        self.logger = Logger(
-            run_dir,
-            self.cfg.logger.tensorboard,
-            wandb=wandb_sink(run_dir, self.cfg.logger, asdict(self.cfg)),
-        )
+        lc = self.cfg.logger
+        sink = WandbSink(run_dir, lc, asdict(self.cfg)) if lc.wandb else None
+        self.logger = Logger(run_dir, lc.tensorboard, wandb=sink)
         c = self.cfg.checkpoint
         self.ckpt = checkpoint.CheckpointManager(run_dir, c.snapshots, c.buffer_in_snapshots)
         self.ckpt.saved_step = self.resumed_at
@@ -124,9 +122,13 @@ class Trainer:
         self.progress = Progress(cfg.total_steps, self.env_steps, shown, cfg.algorithm.init_steps)
 
     def stop(self, why: str) -> None:
-        """Stopped early (``why``: Ctrl-C, the time limit): ``ckpt/last.pt`` at this step."""
+        """Stopped early (``why``: Ctrl-C, the time limit): ``ckpt/last.pt`` at this step. No
+        extra metric lines: the resumed run then logs exactly what the uninterrupted one would
+        have."""
         self.stopped = why
-        self._save_now()
+        state = run_state.state_dict(self)
+        if state is not None:
+            self.ckpt.save_last(state)
 
     def end(self) -> None:
         """Close what the run holds open (files, env workers, the folder's lock)."""
@@ -201,7 +203,7 @@ class Trainer:
             is_best = self._evaluate(step) if self.evaluator is not None else False
             with self.timer.phase("checkpoint"):
                 self.progress.phase("checkpoint")
-                state = self.state_dict()  # every rank sends its own part to rank 0
+                state = run_state.state_dict(self)  # every rank sends its own part to rank 0
                 if state is not None:  # rank 0
                     self.ckpt.save(state, step, is_best)
             self.clock.work.done["checkpoint"] += 1
@@ -224,13 +226,6 @@ class Trainer:
             self.best_return, self.best_step = self.last_eval["eval/return_mean"], step
         return is_best
 
-    def _save_now(self) -> None:
-        """A stop between evaluations: ``ckpt/last.pt`` at this step. No extra metric lines:
-        the resumed run then logs exactly what the uninterrupted one would have."""
-        state = self.state_dict()
-        if state is not None:
-            self.ckpt.save_last(state)
-
     def _log(self) -> None:
         metrics: dict[str, Any] = {f"learner/{k}": v for k, v in self._learner_metrics.items()}
         metrics.update(self.algo.metrics())  # learner/updates, buffer/*, collector/*
@@ -240,12 +235,6 @@ class Trainer:
             metrics["process/gpu_peak_mb"] = torch.cuda.max_memory_reserved(self.device) / 2**20
         metrics.update(self.algo.ran())  # what ran: compiled or eager, graphed or not, why
         self.logger.log(self.env_steps, metrics)
-
-    # --- checkpoints (mbrl.run_state) ------------------------------------------------------
-
-    def state_dict(self) -> dict[str, Any] | None:
-        """The run's state on rank 0; None on the other ranks (every rank must call it)."""
-        return run_state.state_dict(self, self.logger.state_dict())
 
 
 def _evaluator(cfg: Config, device: torch.device) -> Evaluator:

@@ -25,12 +25,7 @@ except ImportError as err:
     if err.name != "mujoco":
         raise
     sys.exit(f"error: {err}")  # no MuJoCo, or MUJOCO_GL naming a GL library the machine lacks
-from mbrl.overrides import (
-    expand_shorthands,
-    refuse_flags,
-    refuse_unknown_overrides,
-    resume_folders,
-)
+from mbrl.overrides import command_line
 
 CONF = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "conf")
 
@@ -44,8 +39,5 @@ def main(cfg: DictConfig) -> float:
 
 
 if __name__ == "__main__":
-    refuse_flags(sys.argv)
-    argv = resume_folders(expand_shorthands(sys.argv))
-    argv = refuse_unknown_overrides(argv, CONF)
-    sys.argv = rank_argv(argv)
+    sys.argv = rank_argv(command_line(sys.argv, CONF))
     main()

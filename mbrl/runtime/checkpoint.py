@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 from typing import IO, Any
 
 import torch
@@ -31,7 +32,8 @@ def _open(path: str) -> IO[bytes]:
 
 
 class _Recording:
-    """A binary file that remembers the OSError its write raised (disk full, quota, ...)."""
+    """What torch.save writes to: a binary file's ``write`` and ``flush``, remembering the
+    OSError a write raised (disk full, quota, ...)."""
 
     def __init__(self, f: IO[bytes]) -> None:
         self.f = f
@@ -47,27 +49,19 @@ class _Recording:
     def flush(self) -> None:
         self.f.flush()
 
-    def fileno(self) -> int:
-        return self.f.fileno()
-
-    def __enter__(self) -> _Recording:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.f.close()
-
 
 def save_atomic(state: dict[str, Any], path: str) -> None:
     """Write ``state`` to ``path`` all or nothing: into a temporary file, then renamed over
     ``path``. If the write fails (disk full, ...), the temporary file is removed, ``path``
     keeps its previous contents, and :class:`CheckpointError` says so."""
     tmp = f"{path}.tmp{os.getpid()}"
-    sink = _Recording(_open(tmp))
+    f = _open(tmp)
+    sink = _Recording(f)
     try:
-        with sink:
+        with f:
             torch.save(state, sink)  # type: ignore[arg-type]
-            sink.flush()
-            os.fsync(sink.fileno())  # the bytes are on disk before the rename makes them current
+            f.flush()
+            os.fsync(f.fileno())  # the bytes are on disk before the rename makes them current
     except (OSError, RuntimeError) as err:
         with contextlib.suppress(OSError):
             os.remove(tmp)
@@ -85,19 +79,12 @@ def link_or_copy(src: str, dst: str) -> None:
     try:
         os.link(src, tmp)
     except OSError:  # file systems without hard links
-        import shutil
-
         shutil.copyfile(src, tmp)
     os.replace(tmp, dst)
 
 
-def load(
-    path: str,
-    env_name: str | None = None,
-    map_location: str | torch.device = "cpu",
-    mmap: bool = False,
-) -> dict[str, Any]:
-    """Read a checkpoint; with ``env_name`` also check it was written for that env.
+def load(path: str, env_name: str | None = None, mmap: bool = False) -> dict[str, Any]:
+    """Read a checkpoint (to the CPU); with ``env_name`` also check it was written for that env.
 
     ``mmap=True`` maps tensor storages instead of reading them: a cheap validity check.
     """
@@ -106,7 +93,7 @@ def load(
     try:
         # weights_only=False: the file holds RNG states and env physics, not just tensors.
         # Only load checkpoints you wrote yourself.
-        state = torch.load(path, map_location=map_location, weights_only=False, mmap=mmap)
+        state = torch.load(path, map_location="cpu", weights_only=False, mmap=mmap)
     except Exception as err:  # torch raises several types for truncated / foreign files
         raise CheckpointError(
             f"checkpoint {path!r} is corrupt or not a FlowMBPO checkpoint: {err}"
@@ -167,7 +154,8 @@ class CheckpointManager:
 
     def __init__(self, run_dir: str, snapshots: bool, buffer_in_snapshots: bool) -> None:
         self.dir = os.path.join(run_dir, "ckpt")  # (made with the first checkpoint)
-        for name in _listdir(self.dir):  # half-written files of a process that was killed
+        names = os.listdir(self.dir) if os.path.isdir(self.dir) else []
+        for name in names:  # half-written files of a process that was killed
             if ".pt.tmp" in name:
                 with contextlib.suppress(OSError):
                     os.remove(os.path.join(self.dir, name))
@@ -193,7 +181,3 @@ class CheckpointManager:
             link_or_copy(self.last_path, snapshot)
         else:
             save_atomic(without_buffers(state), snapshot)
-
-
-def _listdir(path: str) -> list[str]:
-    return os.listdir(path) if os.path.isdir(path) else []

@@ -23,6 +23,7 @@ from mbrl.agents import build_agent
 from mbrl.config import Config, ConfigError
 from mbrl.models import DynamicsModel
 from mbrl.rewarder import Rewarder
+from mbrl.runtime.eta import evaluations
 from mbrl.runtime.memory import row_bytes
 from mbrl.runtime.progress import megabytes
 from mbrl.schedule import (
@@ -90,8 +91,7 @@ def checkpoint_sizes(cfg: Config, obs_dim: int, act_dim: int) -> CheckpointSizes
     real = min(cfg.buffer.capacity, run_length(cfg)) * row_bytes(obs_dim, act_dim, False)
     pool = pool_rows(cfg) * row_bytes(obs_dim, act_dim, True) if cfg.checkpoint.pool else 0
     full = slim + real + pool
-    evals = -(-run_length(cfg) // cfg.eval.every)  # multiples of eval.every, and the last step
-    count = evals if cfg.checkpoint.snapshots else 0
+    count = evaluations(cfg) if cfg.checkpoint.snapshots else 0
     return CheckpointSizes(full, full if cfg.checkpoint.buffer_in_snapshots else slim, count)
 
 

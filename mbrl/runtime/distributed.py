@@ -109,7 +109,8 @@ def rank_config(cfg: Config, world: int) -> Config:
         return cfg
     out = copy.deepcopy(cfg)
     for key in SPLIT:
-        _set(out, key, _get(cfg, key) // world)
+        group, name = key.split(".")
+        setattr(getattr(out, group), name, _get(cfg, key) // world)
     out.buffer.capacity = -(-cfg.buffer.capacity // world)
     out.model.max_holdout = -(-cfg.model.max_holdout // world)
     return out
@@ -118,8 +119,3 @@ def rank_config(cfg: Config, world: int) -> Config:
 def _get(cfg: Config, key: str) -> int:
     group, name = key.split(".")
     return int(getattr(getattr(cfg, group), name))
-
-
-def _set(cfg: Config, key: str, value: int) -> None:
-    group, name = key.split(".")
-    setattr(getattr(cfg, group), name, value)

@@ -36,28 +36,20 @@ from mbrl.runtime.progress import Progress, duration
 from mbrl.runtime.timer import PhaseTimer
 from mbrl.schedule import first_model_phase, model_phase_steps, rollout_length, run_length
 
-# phase -> the timer phases its seconds come from; units: an env step, a SAC update, a
-# training row through one epoch of a fit, a rollout start state through one model step (the
-# schedule's, whether or not the rollout ended early), a model phase, an evaluation episode,
-# a checkpoint
-TIMERS = {
-    "env": ("env",),
-    "sac": ("sac",),
-    "model": ("model",),
-    "rollout": ("rollout",),
-    "rewarder": ("rewarder",),
-    "eval": ("eval",),
-    "checkpoint": ("checkpoint",),
-}
+# The phases projected (each timed as the timer phase of its name) and their names in the
+# estimate; units: an env step, a SAC update, a training row through one epoch of a fit, a
+# rollout start state through one model step (the schedule's, whether or not the rollout
+# ended early), a model phase, an evaluation episode, a checkpoint
 NAMES = {
+    "env": "env steps",
     "sac": "SAC updates",
     "model": "model fits",
     "rollout": "rollouts",
-    "env": "env steps",
     "rewarder": "rewarder fits",
     "eval": "evaluations",
     "checkpoint": "checkpoints",
 }
+TIMERS = tuple(NAMES)
 MIN_WORK = {"sac": 100}  # units timed before a rate is trusted (else 1)
 
 
@@ -79,11 +71,11 @@ class FitEpochs:
         return max(self.later * self.rows / max(rows, 1), float(least))
 
 
-def multiples(every: int, start: int, stop: int) -> int:
-    """How many multiples of ``every`` lie in [start, stop)."""
-    if stop <= start:
-        return 0
-    return (stop - 1) // every - (start - 1) // every
+def evaluations(cfg: Config, env_steps: int = 0) -> int:
+    """Evaluations, each with a checkpoint, from ``env_steps`` to the run's end: at the
+    multiples of ``eval.every`` in [env_steps, end) (from step 1), and the last step's."""
+    total, every, start = run_length(cfg), cfg.eval.every, max(env_steps, 1)
+    return max((total - 1) // every - (start - 1) // every, 0) + 1
 
 
 def train_rows(cfg: Config, env_steps: int) -> int:
@@ -102,8 +94,7 @@ def time_left(
     left = {
         "env": float(total - env_steps),
         "sac": float(max(total - max(env_steps, init), 0) * g),
-        # evaluations (each with a checkpoint) at multiples of eval.every, and the last step's
-        "checkpoint": float(multiples(cfg.eval.every, max(env_steps, 1), total) + 1),
+        "checkpoint": float(evaluations(cfg, env_steps)),
     }
     left["eval"] = left["checkpoint"] * cfg.eval.episodes
     seconds = {p: w * rates[p] for p, w in left.items() if w > 0 and env_steps < total}
@@ -184,11 +175,7 @@ class Work:
     def rates(self, grand: dict[str, float], least: int | None = None) -> dict[str, float]:
         """Seconds per unit of each phase timed on enough work (``grand``: the timer's;
         ``least``: units enough for every phase, instead of :data:`MIN_WORK`'s)."""
-        return {
-            phase: sum(grand.get(t, 0.0) for t in timers) / self.done[phase]
-            for phase, timers in TIMERS.items()
-            if self.timed(phase, least)
-        }
+        return {p: grand.get(p, 0.0) / self.done[p] for p in TIMERS if self.timed(p, least)}
 
     def timed(self, phase: str, least: int | None = None) -> bool:
         return self.done[phase] >= (MIN_WORK.get(phase, 1) if least is None else least)
@@ -281,13 +268,12 @@ def whole_run(
     from random weights and its second from the first, as a run's later fits do. Capped fits
     say nothing of the row-epochs a later fit needs: the projection counts the capped epochs."""
     epochs = work.epochs()
+    how = f"the first fit {epochs.first:.0f} epochs, "
     if cap is not None:
         epochs = FitEpochs(epochs.first, epochs.later)
-        how = f"the first fit {epochs.first:.0f} epochs, later fits {epochs.later:.0f}, as the "
-        how += f"window's, capped at {cap}: fewer"
+        how += f"later fits {epochs.later:.0f}, as the window's, capped at {cap}: fewer"
     else:
-        how = f"the first fit {epochs.first:.0f} epochs, {later_text(epochs, cfg)}, as the "
-        how += "window's second fit took"
+        how += f"{later_text(epochs, cfg)}, as the window's second fit took"
     return time_left(cfg, 0, work.rates(grand, least=1), epochs), how
 
 

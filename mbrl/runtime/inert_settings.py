@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 
 from mbrl.config import Config, ConfigError
 from mbrl.runtime.validate import validate
-from mbrl.schedule import first_model_phase, rollout_length, run_length
+from mbrl.schedule import first_model_phase, model_phase_steps, rollout_length, run_length
 
 MAX_JOBS = 512  # sweeps larger than this are not checked job by job
 SCHEDULE = ("rollout.max_length", "rollout.max_epoch")  # inert while rollouts keep min_length
@@ -40,8 +40,7 @@ def _past_min_epoch(cfg: Config) -> int:
     """The first model phase past MBPO's epoch ``rollout.min_epoch`` (epochs counted after
     init_steps): up to it the rollout length is min_length whatever max_length is."""
     after = cfg.algorithm.init_steps + (cfg.rollout.min_epoch + 1) * cfg.mbpo.epoch_length
-    freq = cfg.mbpo.model_train_freq
-    return max(-(-after // freq) * freq, first_model_phase(cfg))
+    return model_phase_steps(cfg, after).start  # (a step past the run's end too)
 
 
 def schedule_moves_at(cfg: Config) -> int | None:

@@ -33,7 +33,7 @@ import threading
 import time
 from collections.abc import Callable
 from multiprocessing import resource_tracker
-from types import FrameType, TracebackType
+from types import FrameType
 from typing import Any
 
 from mbrl.runtime import runlock
@@ -209,12 +209,7 @@ class StopRequest:
             raise KeyboardInterrupt
         self.request()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         if _process.stop is self:
             _process.stop = None
         if self._installed:

@@ -20,16 +20,9 @@ import torch
 from mbrl.runtime.wandb_sink import WandbSink
 
 COMPONENTS = ("collector", "evaluator", "learner", "buffer", "model")
-# Metric-key prefix -> the component whose text log gets the line ("eval/..." -> log/evaluator/).
-TEXT_LOG_OF = {
-    "collector": "collector",
-    "eval": "evaluator",
-    "learner": "learner",
-    "buffer": "buffer",
-    "model": "model",
-    "rollout": "model",
-    "rewarder": "model",
-}
+# Metric-key prefix -> the component whose text log gets the line ("eval/..." -> log/evaluator/;
+# a prefix not named here: the component of its name, if any)
+TEXT_LOG_OF = {"eval": "evaluator", "rollout": "model", "rewarder": "model"}
 
 
 def to_numbers(metrics: dict[str, Any]) -> dict[str, float | int]:
@@ -49,16 +42,10 @@ def to_numbers(metrics: dict[str, Any]) -> dict[str, float | int]:
 class Logger:
     """Writes every metric to ``metrics.jsonl`` and TensorBoard, and a line per component."""
 
-    def __init__(
-        self,
-        run_dir: str,
-        tensorboard: bool,
-        components: tuple[str, ...] = COMPONENTS,
-        wandb: WandbSink | None = None,
-    ):
+    def __init__(self, run_dir: str, tensorboard: bool, wandb: WandbSink | None = None) -> None:
         self.run_dir = run_dir
         self.jsonl_path = os.path.join(run_dir, "metrics.jsonl")
-        self._text = {c: os.path.join(run_dir, "log", c, f"{c}.log") for c in components}
+        self._text = {c: os.path.join(run_dir, "log", c, f"{c}.log") for c in COMPONENTS}
         self._tb: Any = None
         self.wandb = wandb
         self._tensorboard = tensorboard

@@ -61,17 +61,12 @@ def check_memory(cfg: Config, obs_dim: int, act_dim: int, device: torch.device) 
     if seeds > 1:
         need = f"{_gb(seeds * (real + pool))} for batch_seeds={seeds} seeds ({need} each)"
     budget /= seeds  # (what each seed's buffers may take)
-    if pool > real:
-        largest = _largest(cfg, obs_dim, act_dim, budget, "rollout", "batch_size")
-        hint = f"rollout.batch_size={cfg.rollout.batch_size} is too large"
-        largest_text = f"the largest rollout.batch_size that fits is {largest}"
-    else:
-        largest = _largest(cfg, obs_dim, act_dim, budget, "buffer", "capacity")
-        hint = f"buffer.capacity={cfg.buffer.capacity} is too large"
-        largest_text = f"the largest buffer.capacity that fits is {largest}"
+    group, key = ("rollout", "batch_size") if pool > real else ("buffer", "capacity")
+    largest = _largest(cfg, obs_dim, act_dim, budget, group, key)
     raise ConfigError(
-        f"{hint}: the buffers need {need}, but only {_gb(budget)} of the {_gb(budget / HEADROOM)}"
-        f" of free {where} can go to them; {largest_text}"
+        f"{group}.{key}={getattr(getattr(cfg, group), key)} is too large: the buffers need "
+        f"{need}, but only {_gb(budget)} of the {_gb(budget / HEADROOM)} of free {where} can go "
+        f"to them; the largest {group}.{key} that fits is {largest}"
     )
 
 

@@ -44,10 +44,14 @@ def _choice(key: str, value: Any, allowed: tuple[str, ...]) -> None:
         raise ConfigError(f"{key}={value!r} is not allowed; choose one of: {', '.join(allowed)}")
 
 
-def _at_least(key: str, value: Any, low: float, what: str = "") -> None:
-    if value is None or value < low:
-        bound = what or f">= {low}"
-        raise ConfigError(f"{key}={value!r} is not allowed; it must be {bound}")
+def _must(key: str, value: Any, ok: bool, what: str) -> None:
+    """Unless ``ok``: a ConfigError naming the key, its value and what it must be."""
+    if not ok:
+        raise ConfigError(f"{key}={value!r} is not allowed; it must be {what}")
+
+
+def _at_least(key: str, value: Any, low: float, what: str) -> None:
+    _must(key, value, not (value is None or value < low), what)
 
 
 def _check_ranges(c: Config) -> None:
@@ -79,8 +83,7 @@ def _check_ranges(c: Config) -> None:
     _at_least("env.num_envs", c.env.num_envs, 1, "a positive number of env copies")
     _choice("env.vector", c.env.vector, VECTOR_MODES)
     _choice("eval.vector", c.eval.vector, VECTOR_MODES)
-    if c.env.max_episode_steps is not None:
-        _at_least("env.max_episode_steps", c.env.max_episode_steps, 1, "positive or null")
+    _optional("env.max_episode_steps", c.env.max_episode_steps)
     if c.max_minutes is not None and not c.max_minutes > 0:
         raise ConfigError(f"max_minutes={c.max_minutes:g} is not allowed; it must be > 0 or null")
     _check_batch(c)
@@ -88,8 +91,7 @@ def _check_ranges(c: Config) -> None:
     _check_model(c.model)
     _check_mbpo(c)
     _positive("profile", c.profile, "updates", "eval_episodes", "top_ops")
-    if c.profile.model_epochs is not None:
-        _at_least("profile.model_epochs", c.profile.model_epochs, 1, "positive or null")
+    _optional("profile.model_epochs", c.profile.model_epochs)
 
 
 def _check_batch(c: Config) -> None:
@@ -109,17 +111,15 @@ def _positive(prefix: str, obj: object, *keys: str) -> None:
         _at_least(f"{prefix}.{key}", getattr(obj, key), 1, "a positive integer")
 
 
+def _optional(key: str, value: int | None) -> None:
+    _must(key, value, value is None or value >= 1, "positive or null")
+
+
 def _check_model(m: ModelConfig) -> None:
     _positive("model", m, "members", "elites", "batch_size", "max_holdout")
     _at_least("model.patience", m.patience, 0, ">= 0")
-    if m.elites > m.members:
-        raise ConfigError(
-            f"model.elites={m.elites} is not allowed; it must be <= model.members={m.members}"
-        )
-    if not 0 < m.holdout_ratio < 1:
-        raise ConfigError(
-            f"model.holdout_ratio={m.holdout_ratio!r} is not allowed; it must be in (0, 1)"
-        )
+    _must("model.elites", m.elites, m.elites <= m.members, f"<= model.members={m.members}")
+    _must("model.holdout_ratio", m.holdout_ratio, 0 < m.holdout_ratio < 1, "in (0, 1)")
     if not m.lr > 0 or m.weight_decay < 0:
         raise ConfigError(
             f"model.lr={m.lr}, model.weight_decay={m.weight_decay}: need lr > 0, weight_decay >= 0"
@@ -133,12 +133,9 @@ def _check_model(m: ModelConfig) -> None:
     problem = m.check()  # the model's own keys
     if problem:
         raise ConfigError(problem)
-    if m.max_epochs is not None:
-        _at_least("model.max_epochs", m.max_epochs, 1, "positive or null")
-    if m.max_seconds is not None and not m.max_seconds > 0:
-        raise ConfigError(
-            f"model.max_seconds={m.max_seconds!r} is not allowed; it must be > 0 or null"
-        )
+    _optional("model.max_epochs", m.max_epochs)
+    seconds = m.max_seconds
+    _must("model.max_seconds", seconds, seconds is None or seconds > 0, "> 0 or null")
 
 
 def _check_mbpo(c: Config) -> None:
@@ -155,8 +152,7 @@ def _check_mbpo(c: Config) -> None:
             f"rollout schedule [{r.min_epoch}, {r.max_epoch}, {r.min_length}, {r.max_length}] is "
             "not allowed; need min_epoch <= max_epoch and min_length <= max_length"
         )
-    if not 0 <= m.real_ratio <= 1:
-        raise ConfigError(f"mbpo.real_ratio={m.real_ratio!r} is not allowed; it must be in [0, 1]")
+    _must("mbpo.real_ratio", m.real_ratio, 0 <= m.real_ratio <= 1, "in [0, 1]")
     _choice("rewarder.mode", w.mode, REWARDER_MODES)
     _choice("mbpo.real_data", m.real_data, REAL_DATA)
     _choice("rewarder.flow.transform", w.flow.transform, ("spline", "affine"))

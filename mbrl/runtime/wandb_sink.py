@@ -5,33 +5,18 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any
+from typing import Any, cast
 
 from mbrl.config import LoggerConfig
 
 _log = logging.getLogger(__name__)
 
 
-def wandb_sink(run_dir: str, lc: LoggerConfig, config: dict[str, Any]) -> WandbSink | None:
-    """The sink a run's ``logger`` settings ask for (None: wandb off)."""
-    if not lc.wandb:
-        return None
-    settings = {
-        "project": lc.wandb_project,
-        "entity": lc.wandb_entity,
-        "group": lc.wandb_group,
-        "tags": lc.wandb_tags,
-        "name": lc.wandb_name,
-        "mode": lc.wandb_mode,
-    }
-    return WandbSink(run_dir, settings, config)
-
-
 class WandbSink:
-    def __init__(self, run_dir: str, settings: dict[str, Any], config: dict[str, Any]) -> None:
-        """``settings``: project, entity, group, tags, name, mode (None: WANDB_MODE or online)."""
+    def __init__(self, run_dir: str, lc: LoggerConfig, config: dict[str, Any]) -> None:
+        """A wandb run with the ``logger.wandb_*`` settings ``lc`` (mode None: WANDB_MODE or
+        online; the trainer makes one where ``logger.wandb``)."""
         self.run: Any = None
-        self._wandb: Any = None
         try:
             import wandb
 
@@ -41,12 +26,12 @@ class WandbSink:
                 with open(id_file, encoding="utf-8") as f:
                     run_id = f.read().strip()
             self.run = wandb.init(
-                project=settings.get("project"),
-                entity=settings.get("entity"),
-                group=settings.get("group"),
-                tags=list(settings.get("tags") or []),
-                name=settings.get("name"),
-                mode=settings.get("mode"),
+                project=lc.wandb_project,
+                entity=lc.wandb_entity,
+                group=lc.wandb_group,
+                tags=list(lc.wandb_tags or []),
+                name=lc.wandb_name,
+                mode=cast(Any, lc.wandb_mode),  # (wandb checks it: a bad one disables wandb)
                 dir=run_dir,
                 config=config,
                 id=run_id,
@@ -56,7 +41,6 @@ class WandbSink:
             )
             with open(id_file, "w", encoding="utf-8") as f:  # a resumed run continues this one
                 f.write(self.run.id)
-            self._wandb = wandb
         except Exception as err:  # no package, no network, no account: log without wandb
             self._disable(err)
 
