@@ -14,19 +14,35 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from torch import Tensor
 
 from mbrl import collectives
+from mbrl.config import Config
 from mbrl.mbpo import MBPO, OWN
 from mbrl.runtime import checkpoint
+from mbrl.runtime.eta import RunClock
+from mbrl.runtime.logger import Logger, SilentLogger
+from mbrl.runtime.timer import PhaseTimer
 
-if TYPE_CHECKING:
-    from mbrl.trainer import Trainer
+
+class Run(Protocol):
+    """What a checkpoint holds of a run (``mbrl.trainer.Trainer``) besides its algorithm."""
+
+    config: Config
+    world: int
+    rank: int
+    algo: MBPO
+    best_return: float
+    best_step: int
+    last_eval: dict[str, float]
+    clock: RunClock  # the estimate of the time left: its rates go with the run
+    timer: PhaseTimer
+    logger: Logger | SilentLogger  # its position in the metrics: a resume appends there
 
 
-def state_dict(t: Trainer) -> dict[str, Any] | None:
+def state_dict(t: Run) -> dict[str, Any] | None:
     """The whole run's state on rank 0 (every rank must call it); None on the others."""
     algo = t.algo.state_dict(pool=t.config.checkpoint.pool)
     own = {key: algo.pop(key) for key in OWN}
@@ -49,7 +65,7 @@ def state_dict(t: Trainer) -> dict[str, Any] | None:
     }
 
 
-def load(t: Trainer, run_dir: str) -> dict[str, Any]:
+def load(t: Run, run_dir: str) -> dict[str, Any]:
     """Restore ``t`` from ``run_dir/ckpt/last.pt`` (this rank's own part); returns the state."""
     state = checkpoint.load(os.path.join(run_dir, "ckpt", "last.pt"), env_name=t.config.env.name)
     checkpoint.check_layout(state, run_dir, t.world, t.algo.collector.num_envs)

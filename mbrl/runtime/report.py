@@ -5,21 +5,45 @@ from __future__ import annotations
 import os
 import shlex
 import sys
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 
 from mbrl.agents.agent_registry import agent_name
+from mbrl.compiled import Compiled, Speed
+from mbrl.config import Config
 from mbrl.envs import env_spec
 from mbrl.envs.vector import resolve_vector
+from mbrl.mbpo import MBPO
 from mbrl.runtime.checkpoint import CheckpointManager
+from mbrl.runtime.disk import CheckpointSizes
 from mbrl.runtime.inert_settings import warnings_for
 from mbrl.runtime.interrupt import STARTING
 from mbrl.runtime.memory import buffer_bytes
 from mbrl.runtime.progress import duration, episodes, megabytes, start_block
+from mbrl.runtime.timer import PhaseTimer
 
-if TYPE_CHECKING:
-    from mbrl.trainer import Trainer
+
+class Run(Protocol):
+    """What the texts read from a run (``mbrl.trainer.Trainer``; the layers above runtime/
+    are not imported here)."""
+
+    cfg: Config
+    world: int  # processes of the run (torchrun)
+    run_dir: str
+    device: torch.device
+    speed: Speed  # amp, compile, graphs, TF32 as decided
+    compiled: dict[str, Compiled]  # what was compiled: warm-up time, failure
+    algo: MBPO
+    ckpt_sizes: CheckpointSizes
+    resumed_at: int | None
+    timer: PhaseTimer
+    last_eval: dict[str, float]
+    best_return: float
+    best_step: int
+
+    @property
+    def env_steps(self) -> int: ...
 
 
 PHASE_ORDER = ("compile", "env", "model", "rewarder", "rollout", "sac", "eval", "log", "checkpoint")
@@ -27,7 +51,7 @@ LEARNING_PHASES = ("model", "rewarder", "rollout", "sac")  # none runs in the ra
 RAN_NAMES = {"speed/sac_update": "SAC update", "speed/model_fit": "model fit"}
 
 
-def _what(t: Trainer) -> str:
+def _what(t: Run) -> str:
     cfg = t.cfg
     agent = f"agent {agent_name(cfg.agent._target_)}"
     if cfg.algorithm.name == "sac":
@@ -36,7 +60,7 @@ def _what(t: Trainer) -> str:
     return f"MBPO + {m.name} model ({m.members} members, {m.elites} elites), {agent}"
 
 
-def compile_line(t: Trainer) -> str:
+def compile_line(t: Run) -> str:
     """Whether the run compiles, why, and how long compiling took (or why it failed)."""
     line = t.speed.why
     done = []
@@ -45,7 +69,7 @@ def compile_line(t: Trainer) -> str:
     return f"{line}; warm-up {', '.join(done)}" if done else line
 
 
-def start_text(t: Trainer) -> str:
+def start_text(t: Run) -> str:
     cfg = t.cfg
     obs_dim, act_dim = t.algo.dims
     real, pool = buffer_bytes(cfg, obs_dim, act_dim)
@@ -120,7 +144,7 @@ def quit_text(moment: str, run_dir: str, ckpt: CheckpointManager | None, profile
     )
 
 
-def summary_text(t: Trainer, outcome: str) -> str:
+def summary_text(t: Run, outcome: str) -> str:
     """``outcome``: finished, or what stopped the run (``Ctrl-C``, ``max_minutes=8 reached``)."""
     cfg, wall = t.cfg, t.timer.wall()
     head = (
@@ -159,7 +183,7 @@ def summary_text(t: Trainer, outcome: str) -> str:
     return f"{head}\n{start_block(lines)}"
 
 
-def per_thousand_steps(t: Trainer) -> str:
+def per_thousand_steps(t: Run) -> str:
     """Seconds per 1000 env steps by phase in this process: the model phases and SAC per
     step after the random ones (before them neither runs), the others per step."""
     start = t.resumed_at or 0
