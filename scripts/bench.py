@@ -4,15 +4,9 @@ by side, compile warm-up times, and the scale-out rows (evaluation episode after
 one vector env; Hopper SAC env steps/s with env.num_envs 1, 2, 4, 8, sync and async; one run on
 1 vs 2 processes).
 
-    python scripts/bench.py [--device cpu|cuda] [--repeats 5] [--rollout-batch 100000]
-                            [--fit-rows 5000] [--json PATH] [--skip-loop] [--skip-compile]
-                            [--reference OLD_CHECKOUT]
-                            [--sac-only | --eval-only | --scale-only] [--eval-episodes 10]
-                            [--eval-max-steps 1000]
-
-Medians over repeats after a warm-up, on this machine; prints a table and writes JSON.
-``--reference`` times an older checkout's default SAC update and model fits (e.g. a ``git
-worktree`` of an earlier commit) in the same rounds as this code's.
+Medians over repeats after a warm-up, on this machine; prints a table and writes JSON
+(``--help`` lists the options). ``--reference`` times an older checkout's default SAC update
+and model fits (e.g. a ``git worktree`` of an earlier commit) in the same rounds as this code's.
 """
 
 from mbrl.bench.suite import main

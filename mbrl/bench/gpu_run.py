@@ -1,24 +1,7 @@
 """The GPU check's runner (``scripts/gpu_check.py``): each step in a process of its own, in a
 session of its own, under its time limit; the summary after every step (``gpu_summary.py``).
-
-The steps' limits come from compile times measured on the 2-core CPU (docs/benchmarks.md, "The GPU
-machine's versions, and the compile times behind the GPU check's limits"), inductor cache
-cold / warm: SAC update 17.7 / 4.5 s, flow fit 29.9 / 3.8 s, Gaussian fit 4.7 / 0.6 s on a
-quiet machine; with the cores shared 1.4 to 3.5 times that (SAC 24-48 s cold, flow fit 64-90 s,
-bf16 73-104 s). A cold compile on the GPU machine is taken as 1.5x the quiet CPU's (tracing and
-lowering are the same Python there; inductor's kernels compile as Triton kernels on 16 cores
-instead of C++ on 2): SAC 27 s, flow fit 45 s, the MLP fits 7 s each.
-- sac: two cold SAC compiles (fp32, bf16) 54 s + process start and CUDA init 15 s + timing
-  15 s = 84 s: limit 120 s.
-- model: the flow fit 45 s + two MLP fits 14 s + start 15 s + three rollouts and six timed
-  fits 30 s = 104 s: limit 140 s.
-- profile: train.py's start 15 s + the SAC update up to a cold compile, 27 s (MBPO's Hopper
-  target entropy makes it differ from the sac step's) + the flow fit warm, 6 s + the window
-  (5000 random steps, a capped fit, a 100 000-row rollout, 300 updates, an evaluation, a
-  checkpoint of the 675 MB model pool) 30 s = 78 s: limit 100 s.
-- tests: what remains of the 540 s, at least 540 - 30 - 120 - 140 - 100 = 150 s: about 7 cold
-  compiles of small networks (1.5 x ~10 s) and 5 short runs.
-"""
+The steps' limits are derived from measured compile times in docs/benchmarks.md ("On a GPU,
+run this first"): a cold compile on the GPU machine taken as 1.5x the quiet 2-core CPU's."""
 
 from __future__ import annotations
 
@@ -37,7 +20,7 @@ from mbrl.bench.gpu_summary import MEASURED, summary_text, trim, write_summary
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUDGET = 540.0  # seconds for the whole check: 9 minutes
-LIMITS: dict[str, float | None] = {  # seconds per step (module docstring); None: the rest
+LIMITS: dict[str, float | None] = {  # seconds per step (docs/benchmarks.md); None: the rest
     "versions": 30,
     "sac": 120,
     "model": 140,

@@ -1,19 +1,9 @@
 """The measuring steps of ``scripts/gpu_check.py`` (the first command on a GPU machine), each
 run as ``python -m mbrl.bench.gpu_steps STEP OUT_DIR DEVICE [--quick]`` in a process of its
-own, writing ``OUT_DIR/STEP.json``. The file is rewritten as soon as each variant is measured,
-so a step killed at its time limit leaves every figure it had:
-
-- ``versions``: Python, torch, CUDA, cuDNN, triton, numpy and the other packages; the device
-  (name, capability, memory), the cores, the checkout's commit, strict mode;
-- ``sac``: the G-update SAC block (G = 20, batch 256, Hopper sizes), eager vs compiled (on
-  CUDA: + graphed), then the same at amp=bf16: updates/s, compile warm-up, what ran, whether
-  the CUDA graph was captured and replayed;
-- ``model``: one fit epoch of each model (5000 rows x 7 members) at the run's settings (on
-  CUDA: compiled + graphed, the model's amp=auto, TF32), one 100 000-row rollout step of each
-  model, then each fit eager: rows/s, samples/s (rows x members), transitions/s.
-
-``--quick`` (the CPU run that tests the check itself): small sizes, one timed repeat, no bf16.
-"""
+own, writing ``OUT_DIR/STEP.json``: ``versions``, ``sac`` and ``model``, as the script's usage
+text lists them. The file is rewritten as soon as each variant is measured, so a step killed
+at its time limit leaves every figure it had. ``--quick`` (the CPU run that tests the check
+itself): small sizes, one timed repeat, no bf16."""
 
 from __future__ import annotations
 
@@ -31,6 +21,7 @@ from typing import Any
 import torch
 
 from mbrl.bench import micro, update_bench
+from mbrl.bench.gpu_run import ROOT
 from mbrl.bench.gpu_summary import replace
 from mbrl.compiled import strict, tf32_matmuls
 from mbrl.models import MODELS
@@ -91,9 +82,8 @@ def versions() -> dict[str, Any]:
             out[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
             out[name] = "not installed"
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     git = subprocess.run(
-        ["git", "-C", root, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        ["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
     )
     out["commit"] = git.stdout.strip() or None
     out["strict"] = strict()
