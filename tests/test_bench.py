@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import torch
 
-from mbrl.bench import loop_bench, reference_worker, scale_bench, seed_bench, update_bench
+from mbrl.bench import loop_bench, scale_bench, seed_bench, update_bench
 from mbrl.bench import micro as bench
 from mbrl.config import Config
 
@@ -57,7 +57,7 @@ def test_settings_and_an_older_checkout_are_timed_side_by_side() -> None:
 
 def test_a_folder_that_is_no_checkout_is_refused_as_reference(tmp_path: str) -> None:
     with pytest.raises(ValueError, match="is not a FlowMBPO checkout"):
-        reference_worker.ReferenceWorker(str(tmp_path), torch.device("cpu"))
+        update_bench.ReferenceWorker(str(tmp_path), torch.device("cpu"))
 
 
 def test_loop_settings_apply_to_the_config() -> None:
@@ -130,9 +130,9 @@ def test_bench_script_eval_only_writes_the_eval_rows(tmp_path: str) -> None:
 
 
 def test_sampling_rows_count_env_steps_of_every_copy() -> None:
-    from mbrl.bench.scale_runs import bench_sampling
-
-    rows = bench_sampling(counts=(1, 2), modes=("sync",), env_steps=40, updates_per_step=1)
+    rows = scale_bench.bench_sampling(
+        counts=(1, 2), modes=("sync",), env_steps=40, updates_per_step=1
+    )
     assert [r["name"] for r in rows] == ["num_envs=1 sync", "num_envs=2 sync"]
     assert rows[0]["collect_speedup"] == 1.0
     assert all(r["collect_steps_per_s"] > 0 and r["sac_steps_per_s"] > 0 for r in rows)

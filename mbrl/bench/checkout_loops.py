@@ -11,7 +11,7 @@ import tempfile
 import time
 
 from mbrl.bench.loop_bench import LOOP_SETTINGS
-from mbrl.bench.reference_worker import child_json
+from mbrl.bench.update_bench import child_json
 
 CHILD = """
 import json, os, sys, tempfile, time

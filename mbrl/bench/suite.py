@@ -1,6 +1,6 @@
 """The benchmark table of ``scripts/bench.py``: which rows run (each from its module here:
-``micro``, ``update_bench``, ``seed_bench``, ``warmup_bench``, ``loop_bench``,
-``scale_bench``, ``scale_runs``), and how they print."""
+``micro``, ``update_bench``, ``seed_bench``, ``loop_bench``, ``scale_bench``), and how they
+print."""
 
 from __future__ import annotations
 
@@ -13,14 +13,7 @@ from typing import Any
 
 import torch
 
-from mbrl.bench import (
-    loop_bench,
-    scale_bench,
-    scale_runs,
-    seed_bench,
-    update_bench,
-    warmup_bench,
-)
+from mbrl.bench import loop_bench, scale_bench, seed_bench, update_bench
 from mbrl.bench import micro as bench
 from mbrl.runtime.progress import episodes
 from mbrl.runtime.speed import resolve_amp
@@ -87,9 +80,9 @@ def run_all(b: bench.Bench, args: argparse.Namespace) -> dict[str, Any]:
         "default_amp": {c: resolve_amp("auto", dev, c) for c in ("sac", "model")},
     }
     if args.eval_only or args.scale_only:
-        res["eval"] = eval_rows(args)
+        res["eval"] = scale_bench.bench_eval(args.eval_episodes, args.repeats, args.eval_max_steps)
         if args.scale_only:  # env.num_envs copies; one run on 1 vs 2 processes (CPU)
-            res |= {"sampling": scale_runs.bench_sampling(), "ddp": scale_runs.bench_ddp()}
+            res |= {"sampling": scale_bench.bench_sampling(), "ddp": scale_bench.bench_ddp()}
         return res
     res["gemm_flop_per_s"] = {n: bench.gemm_flops(b, n) for n in (256, 1024)}
     settings = update_bench.settings(cuda, not args.skip_compile)
@@ -106,15 +99,14 @@ def run_all(b: bench.Bench, args: argparse.Namespace) -> dict[str, Any]:
     }
     res["model_fit"] = update_bench.model_fits(b, fits, args.fit_rows, args.reference)
     if not args.skip_compile:
-        res["compile_warmup_s"] = warmup_bench.compile_warmups(dev.type)
+        res["compile_warmup_s"] = update_bench.compile_warmups(dev.type)
     res["rollout_transitions_per_s"] = {
         m: bench.model_rollout(b, m, args.rollout_batch) for m in ("flow", "gaussian")
     }
     res["buffer"] = bench.buffer_rates(b)
     if cuda:  # on a CPU both sides of these are the same code path
         res["staging_rows_per_s"] = {
-            "pinned": bench.staging(b, pinned=True),
-            "pageable": bench.staging(b, pinned=False),
+            k: bench.staging(b, k == "pinned") for k in ("pinned", "pageable")
         }
         res["acting_env_steps_per_s"] = {d: bench.acting_loop(b, d) for d in ("train", "cpu")}
         res["peak_gpu_mb"] = torch.cuda.max_memory_allocated(dev) / 2**20
@@ -128,15 +120,8 @@ def run_all(b: bench.Bench, args: argparse.Namespace) -> dict[str, Any]:
             res["trained_sac_updates_per_s"] = loop_bench.trained_sac_update(b, trainer)
             res["whole_loop_denormals_kept"] = kept
             res["whole_loop"] = loop_bench.whole_loop(dev, os.path.join(tmp, "run"))[0]
-    res["eval"] = eval_rows(args)
+    res["eval"] = scale_bench.bench_eval(args.eval_episodes, args.repeats, args.eval_max_steps)
     return res
-
-
-def eval_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
-    """Hopper evaluation: sequential vs one vector env (sync, async), on the CPU."""
-    return scale_bench.bench_eval(
-        args.eval_episodes, "hopper", args.repeats, max_episode_steps=args.eval_max_steps
-    )
 
 
 def print_table(res: dict[str, Any]) -> None:
