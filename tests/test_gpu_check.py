@@ -18,9 +18,8 @@ from typing import Any
 import pytest
 import torch
 
-from mbrl.bench import gpu_summary
-from mbrl.bench.gpu_run import run_step
-from mbrl.bench.gpu_summary import last_test, output_problems, trim
+from mbrl.bench import gpu_run
+from mbrl.bench.gpu_run import last_test, output_problems, run_step, trim
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "scripts", "gpu_check.py")
@@ -165,13 +164,13 @@ def test_a_module_skipped_as_a_whole_is_not_counted_as_a_skipped_test(tmp_path: 
     xml = os.path.join(tmp_path, "tests.xml")
     run = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", folder]
     subprocess.run([*run, f"--junitxml={xml}", "--rootdir", folder], check=False)
-    outcome = gpu_summary.tests_outcome(xml)
+    outcome = gpu_run.tests_outcome(xml)
     assert (outcome["passed"], outcome["failed"], outcome["skipped"]) == (1, 0, 1)
     assert list(outcome["modules_skipped"]) == ["test_lacks"]
     assert "could not import 'no_such_package_here'" in outcome["modules_skipped"]["test_lacks"]
     assert "::test_lacks" not in outcome["slowest"]
     summary = {"device": "cpu", "seconds": 1.0, "budget_s": 1.0, "steps": {}, "tests": outcome}
-    text = gpu_summary.summary_text(summary)
+    text = gpu_run.summary_text(summary)
     assert "CUDA tests: 1 passed, 0 failed, 1 skipped" in text
     assert "module skipped as a whole: test_lacks (could not import" in text
 

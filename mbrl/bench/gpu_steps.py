@@ -21,8 +21,7 @@ from typing import Any
 import torch
 
 from mbrl.bench import micro, update_bench
-from mbrl.bench.gpu_run import ROOT
-from mbrl.bench.gpu_summary import replace
+from mbrl.bench.gpu_run import ROOT, replace
 from mbrl.compiled import strict, tf32_matmuls
 from mbrl.models import MODELS
 from mbrl.runtime.speed import resolve_amp
