@@ -29,7 +29,7 @@ from mbrl.buffer import ReplayBuffer, transition_fields
 from mbrl.collector import Collector
 from mbrl.config import Config
 from mbrl.envs import make_env
-from mbrl.envs.vector import make_vector_env, vector_dims
+from mbrl.envs.vector import make_vector_env
 from mbrl.evaluator import DeterministicPolicy, Evaluator, sequential_episodes
 from mbrl.runtime.validate import validate
 
@@ -110,9 +110,8 @@ def _sampling_rate(num_envs: int, mode: str, env_steps: int, updates_per_step: i
     """Env steps/s of SAC's side of the loop: the actor acts on the N observations, the N
     copies step, N rows reach the buffer, then N x ``updates_per_step`` SAC updates."""
     envs = make_vector_env("hopper", num_envs, mode)
-    obs_dim, act_dim = vector_dims(envs)
-    buf = ReplayBuffer(env_steps + 2000, transition_fields(obs_dim, act_dim), CPU)
-    sac = SAC(obs_dim, act_dim, SACConfig(), CPU)
+    buf = ReplayBuffer(env_steps + 2000, transition_fields(OBS, ACT), CPU)
+    sac = SAC(OBS, ACT, SACConfig(), CPU)
     acting = ActingPolicy(sac, CPU, sync_every=10)
     collector = Collector(envs, buf, CPU, seed=0)
     gen, act_gen = torch.Generator().manual_seed(0), torch.Generator().manual_seed(1)

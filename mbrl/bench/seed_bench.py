@@ -1,10 +1,8 @@
-"""The batched-seeds rows of ``scripts/bench.py --seed-batch S,...``: per S, the G-update
-blocks of S solo agents run one after another (what S runs in one process would do, and
-about what S processes time-sliced on one GPU do) against one batched block for the S seeds
-(``mbrl.agents.seed_batch``), side by side in the same rounds; and likewise S solo model fits
-against one batched fit (``mbrl.models.seed_fit``). The figures are SAC updates and fit
-minibatch steps per second per seed and all seeds together; ``ran`` says what each ran
-(eager, compiled, graphed)."""
+"""The batched-seeds rows of ``scripts/bench.py --seed-batch S,...`` (docs/benchmarks.md, "Seeds
+batched in one process"): per S, S solo SAC update blocks or model fits one after another
+(what S runs in one process would do, and about what S processes time-sliced on one GPU do)
+against one batched block (``mbrl.agents.seed_batch``) or fit (``mbrl.models.seed_fit``) for
+the S seeds, side by side in the same rounds; ``ran`` says what each ran."""
 
 from __future__ import annotations
 
