@@ -127,14 +127,9 @@ def record_video(run_dir: str, which: str, path: str, seed: int, fps: int = 30) 
         frames.append(env.render())
         done = bool(term or trunc)
     env.close()
-    _write_frames(path, [np.asarray(f) for f in frames], fps)
-    return len(frames)
-
-
-def _write_frames(path: str, frames: list[np.ndarray], fps: int) -> None:
     import imageio.v2 as imageio
 
-    video = np.stack(frames)  # [T, H, W, 3] uint8
+    video = np.stack([np.asarray(f) for f in frames])  # [T, H, W, 3] uint8
     try:
         if path.endswith(".gif"):
             imageio.mimsave(path, list(video), duration=1000 / fps, loop=0)
@@ -142,3 +137,4 @@ def _write_frames(path: str, frames: list[np.ndarray], fps: int) -> None:
             imageio.mimsave(path, list(video), fps=fps)
     except Exception as err:  # e.g. .mp4 without imageio-ffmpeg
         raise EvaluateError(f"cannot write {path!r}: {err}; try a .gif path") from None
+    return len(frames)

@@ -31,6 +31,7 @@ from mbrl.runtime.speed import resolve_amp, resolve_compile
 from mbrl.runtime.timer import PhaseTimer
 from mbrl.runtime.utils import resolve_device
 from mbrl.schedule import first_model_phase
+from mbrl.tools.plotting import read_metrics
 from mbrl.trainer import Trainer
 
 # torch.profiler's C++ side (kineto) logs lines such as "USDT:2026-01-01 12:00:00 1:1
@@ -226,7 +227,6 @@ def _counts(trainer: Trainer, run_dir: str) -> dict[str, float]:
     every member; rollout: transitions written, from the run's metrics.jsonl)."""
     work = trainer.clock.work.done
     counts = {k: work[k] for k in ("env", "sac", "model", "eval")}  # (eval: episodes)
-    with open(os.path.join(run_dir, "metrics.jsonl"), encoding="utf-8") as f:
-        written = [row.get("rollout/transitions") or 0 for row in map(json.loads, f)]
-    counts["rollout"] = float(sum(written))
+    rows = read_metrics(os.path.join(run_dir, "metrics.jsonl"))
+    counts["rollout"] = float(sum(row.get("rollout/transitions") or 0 for row in rows))
     return counts

@@ -21,10 +21,9 @@ import threading
 from typing import Any
 
 import numpy as np
-from omegaconf import OmegaConf
 
 from mbrl.tools.mps import find_tool
-from mbrl.tools.plotting import read_metrics
+from mbrl.tools.plotting import load_run
 
 GPU_MEMORY_KEY = "process/gpu_peak_mb"  # a run's own peak GPU memory, where it logs one
 SAME_PROCESS_SLACK = 2.0  # seconds between two log lines' stamps beyond their time/wall
@@ -35,8 +34,11 @@ def run_speed(path: str, since: float) -> dict[str, Any] | None:
     """A run's figures past its random steps, from its lines stamped at or after ``since``:
     env steps, seconds, first and last stamp, what ran, its peak GPU memory if logged
     (None: no such interval yet)."""
-    rows = _log_rows(path)
-    init = _init_steps(path)
+    if not os.path.isfile(os.path.join(path, "metrics.jsonl")):
+        return None
+    run = load_run(path)
+    rows = [r for r in run.rows if r.get("time/wall") is not None and "time" in r]
+    init = int(str(run.config.get("algorithm.init_steps", 0)))  # (0: no config.yaml yet)
     steps, seconds, stamps = 0, 0.0, []
     warm = False  # whether this process's first interval past the random steps has passed
     for prev, row in itertools.pairwise(rows):
@@ -59,21 +61,6 @@ def run_speed(path: str, since: float) -> dict[str, Any] | None:
     out = {"steps": steps, "seconds": seconds, "first": min(stamps), "last": max(stamps)}
     out.update(ran=ran, gpu_peak_mb=max(peaks) if peaks else None)
     return out
-
-
-def _log_rows(path: str) -> list[dict[str, Any]]:
-    file = os.path.join(path, "metrics.jsonl")
-    if not os.path.isfile(file):
-        return []
-    return [r for r in read_metrics(file) if r.get("time/wall") is not None and "time" in r]
-
-
-def _init_steps(path: str) -> int:
-    """The run's ``algorithm.init_steps`` (its config.yaml; 0 when it has none yet)."""
-    file = os.path.join(path, "config.yaml")
-    if not os.path.isfile(file):
-        return 0
-    return int(OmegaConf.select(OmegaConf.load(file), "algorithm.init_steps", default=0))
 
 
 def speed_lines(invocations: list[dict[str, Any]]) -> list[str]:
