@@ -1,12 +1,6 @@
-"""Probe a run: is its model right where its policy goes, and do its critics know what the
-policy earns there?
-
-The checkpoint's policy acts in the real env as in training (actions drawn from it); on those
-transitions the model's one-step predictions (reward, next state, and termination by the env's
-termination function, as rollouts decide it) are set beside what the env did, and the critics'
-Q(s, a) beside the discounted soft return that followed (what SAC's target estimates:
-r + γ (Q(s', a') − α log π(a'|s'))). Used by ``scripts/probe.py``.
-"""
+"""``scripts/probe.py``'s probes: the policy's own episodes in the real env, the model's
+one-step predictions on them, and the critics' Q(s, a) beside the discounted soft return that
+followed (what SAC's target estimates: r + γ (Q(s', a') − α log π(a'|s')))."""
 
 from __future__ import annotations
 

@@ -1,13 +1,7 @@
-"""Profiling mode: run a short, representative window of the real loop under torch.profiler
-and report where the time goes (phase table, operator table, a trace for TensorBoard/Perfetto).
-
-The window is the real loop with a shortened config: random exploration up to the first
-model phase, whose fit starts from random weights and runs to its early stop; the loop until
-the second model phase, a fit that starts from the first, as every later fit of a run does;
-then ``profile.updates`` SAC updates, one evaluation and one checkpoint. The profiler records
-from the second model phase on. The window's shares are not a run's (the fits grow with the
-data): the report also projects a whole run's time per phase from the window's rates, its
-fits' epochs and the run's schedule (:func:`mbrl.runtime.eta.whole_run`).
+"""Profiling mode (``profile=true``): a short, representative window of the real loop under
+torch.profiler, and where the time goes (phase table, operator table, a trace for
+TensorBoard/Perfetto), with a whole run's time per phase projected from the window's rates
+(:func:`mbrl.runtime.eta.whole_run`). What the window runs and why: docs/usage.md.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
-"""``scripts/seeds.py``: S seeds x V variants of one config as ``scripts/train.py``
-processes, P at a time, to a step count or until a wall-clock deadline, resumable.
-
-Each run is a folder ``<out>/runs/<variant>/seed_<k>``; a run that has a checkpoint is
-continued with ``resume=`` (exactly, as a run never stopped), one that reached its steps is
-left alone. At the deadline (or on Ctrl-C) every process gets one SIGINT, the user's Ctrl-C:
-it stops after its current env step or model-fit epoch and writes ``ckpt/last.pt``; one that
-has not stopped ``grace`` seconds later is killed with its process group (its last
-checkpoint, from its last evaluation, stays).
+"""``scripts/seeds.py``'s runs: S seeds x V variants of one config as ``scripts/train.py``
+processes, P at a time, to a step count or until a wall-clock deadline. A run with a
+checkpoint continues with ``resume=``; at the deadline or on Ctrl-C every process gets one
+SIGINT, the user's Ctrl-C, and stops with its checkpoint; one still going ``grace`` seconds
+later is killed with its process group (docs/usage.md, "Budget").
 """
 
 from __future__ import annotations

@@ -2,14 +2,11 @@
 run's env steps per second, all of them together, what ran (compiled, graphed), whether MPS
 was on, and the GPU memory in use while they ran.
 
-A run's rate comes from its own ``metrics.jsonl``: the log lines (those with ``time/wall``,
-one per ``logger.every`` env steps) written in this invocation, over the intervals that start
-at or past ``algorithm.init_steps`` and lie within one process (an interval whose time
-stamps lie further apart than its ``time/wall`` spans a stop and a resume: it is the resumed
-process's first interval, its compile warm-up, and is left out; so is a fresh run's first
-interval past the random steps, with its first model fit and compiles). The GPU memory is the
-machine's (``nvidia-smi``, every few seconds), read the same way with and without MPS; a
-run's own peak is added where its metrics log one (``GPU_MEMORY_KEY``).
+A run's rate counts the intervals between its log lines of this invocation past
+``algorithm.init_steps``, less each process's first (a fresh run's first model fit, or a
+resume, with their compiles), so that fresh and continued runs compare (docs/benchmarks.md).
+The GPU memory is the machine's (``nvidia-smi``, every few seconds), with a run's own peak
+where its metrics log one (``GPU_MEMORY_KEY``).
 """
 
 from __future__ import annotations

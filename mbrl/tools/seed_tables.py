@@ -3,13 +3,9 @@ variant and evaluated env step, the evaluation return over seeds (mean ± std, b
 interval, n) with its stand-still counts; the same smoothed, beside a published curve; and the
 paired differences between variants by seed (the statistics: stats.py).
 
-Stand-still counts, for envs where a body can stand still: the env ends an episode when it
-falls (its spec's termination function is not ``never``) and pays an alive bonus (Hopper,
-Walker2d, Ant, Humanoid; not Pendulum, which never ends an episode, nor InvertedPendulum,
-whose full episodes are its success). Two rules: *full-length*, an evaluation whose episodes
-all ran the env's limit; *still*, one of those whose return is within ``STILL_TOLERANCE`` of
-the alive bonus times that length (a body upright without moving; one creeping forward earns
-more and is full-length only).
+Stand-still counts, where an env ends a fallen episode and pays an alive bonus (docs/usage.md):
+*full-length*, an evaluation whose episodes all ran the env's limit; *still*, one of those
+within ``STILL_TOLERANCE`` of the alive bonus times that length.
 """
 
 from __future__ import annotations
