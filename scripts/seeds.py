@@ -318,12 +318,8 @@ def stop_on_signals() -> None:
     """SIGTERM and SIGINT stop the runs as Ctrl-C does (each with its checkpoint). Without
     this a ``kill`` would end this process alone and leave its runs going, and a shell's
     ``cmd &`` starts it with SIGINT ignored."""
-
-    def as_ctrl_c(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, as_ctrl_c)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, signal.default_int_handler)  # (raises KeyboardInterrupt)
 
 
 def _read_json(path: str, default: Any) -> Any:

@@ -63,9 +63,14 @@ def recorded_from(cfg: Config) -> int:
     return first_model_phase(cfg) + cfg.mbpo.model_train_freq
 
 
-def phase_table(trainer: Trainer, counts: dict[str, float], wall: float) -> list[dict[str, Any]]:
-    """Seconds, share of the wall time and a rate per phase ('other' = the rest)."""
-    grand = trainer.timer.grand
+def phase_table(trainer: Trainer, run_dir: str, wall: float) -> list[dict[str, Any]]:
+    """Seconds, share of the wall time and a rate per phase ('other' = the rest): the work
+    done per second (model: rows x epochs, each row through every member; rollout:
+    transitions written, from the run's metrics.jsonl)."""
+    grand, work = trainer.timer.grand, trainer.clock.work.done
+    counts = {k: work[k] for k in ("env", "sac", "model", "eval")}  # (eval: episodes)
+    logged = read_metrics(os.path.join(run_dir, "metrics.jsonl"))
+    counts["rollout"] = float(sum(row.get("rollout/transitions") or 0 for row in logged))
     rows = []
     units = {
         "env": "env steps/s",
@@ -133,7 +138,7 @@ def run_profile(cfg: Config, run_dir: str) -> dict[str, Any]:
         with quiet():
             prof.stop()
     work = trainer.clock.work  # the window's work per phase, in the projection's units
-    rows = phase_table(trainer, _counts(trainer, run_dir), wall)
+    rows = phase_table(trainer, run_dir, wall)
     table = format_phases(rows, wall)
     cap = cfg.profile.model_epochs if cfg.algorithm.name == "mbpo" else None
     projected, epochs = whole_run(cfg, work, trainer.timer.grand, cap)
@@ -214,13 +219,3 @@ def without_kineto_lines(write: Callable[[str], None]) -> Iterator[None]:
             for line in held.read().decode(errors="replace").splitlines():
                 if line.strip() and not KINETO_LINE.match(line):
                     write(line)
-
-
-def _counts(trainer: Trainer, run_dir: str) -> dict[str, float]:
-    """Work done per phase, for the table's rates (model: rows x epochs, each row through
-    every member; rollout: transitions written, from the run's metrics.jsonl)."""
-    work = trainer.clock.work.done
-    counts = {k: work[k] for k in ("env", "sac", "model", "eval")}  # (eval: episodes)
-    rows = read_metrics(os.path.join(run_dir, "metrics.jsonl"))
-    counts["rollout"] = float(sum(row.get("rollout/transitions") or 0 for row in rows))
-    return counts

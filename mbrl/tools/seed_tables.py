@@ -175,18 +175,16 @@ def paired(settings: list[Setting]) -> dict[str, tuple[dict[int, Summary], Overa
     for s, c in zip(settings[1:], per[1:], strict=True):
         diffs: dict[int, Summary] = {}
         by_seed: dict[int, list[float]] = {}  # seed -> its differences, step by step
-        steps = []
         for step in sorted(set(per[0]) & set(c)):
             a, b = _seed_values(per[0][step]), _seed_values(c[step])
             d = paired_difference(a, b)
             if d is None:
                 continue
             diffs[step] = d
-            steps.append(step)
             for seed in set(a) & set(b):
                 by_seed.setdefault(seed, []).append(b[seed] - a[seed])
         means = [float(np.mean(v)) for v in by_seed.values()]
-        overall = (summarize(means), min(steps), max(steps)) if means else None
+        overall = (summarize(means), min(diffs), max(diffs)) if means else None
         out[f"{s.label} − {settings[0].label}"] = (diffs, overall)
     return out
 
