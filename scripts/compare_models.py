@@ -14,15 +14,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import time
 
 import torch
 
 from mbrl.models import DynamicsModel, ModelTrainer
-from mbrl.runtime.checkpoint import load
 from mbrl.runtime.utils import configure_cpu
-from mbrl.runtime.validate import load_config
+from mbrl.tools.eval_checkpoint import load_run
 
 
 def main() -> None:
@@ -33,9 +31,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
-    cfg = load_config(os.path.join(args.run_dir, "config.yaml"))
+    cfg, state = load_run(args.run_dir, "last")
     configure_cpu(cfg.threads, cfg.flush_denormal)
-    state = load(os.path.join(args.run_dir, "ckpt", "last.pt"), env_name=cfg.env.name)
     data = state["buffers"]["real"]["data"]  # oldest first
     if args.rows is not None:
         data = {k: v[: args.rows] for k, v in data.items()}

@@ -5,24 +5,11 @@
         -- env=hopper
 
 Every (variant, seed) is a ``scripts/train.py`` run in ``OUT/runs/<variant>/seed_<k>``, P
-at a time (default: one per core on a CPU, with one torch thread each; 10 on a GPU); with
-``--batch S`` each process runs up to S seeds of a variant, their SAC updates batched
-(train.py's ``batch_seeds``; each seed keeps its own folder). The same
-command again continues every run where it stopped (``--steps`` may grow; more seeds or
-variants may be added). ``--stage N`` takes every run to N env steps, then all to 2N, ...,
-so that a stopped campaign has all its seeds at about the same step. ``--budget`` stops
-every run cleanly (a checkpoint each) so that the command ends within the budget plus
-``--grace``. After each run ends, and every few minutes, it rewrites the report (in
-``--report``, default OUT): metrics.tar.gz (each run's metrics and config, a few MB: what to
-bring back from a short-lived machine), summary.md (per variant and evaluated step, the
-return's mean ± std, bootstrap interval and n over seeds, and stand-still counts; the same
-smoothed, beside ``--reference``'s published curve; paired differences between variants by
-seed), summary.json, and curves.png and .svg (a band per variant, and the published curve).
-``--report-only`` writes the report from the runs as they are. Ctrl-C, SIGINT or SIGTERM
-(``kill PID``, a scheduler's time limit; also when started in the background with ``&``)
-stops every run with its checkpoint and writes the report; a second one kills the runs.
-On a GPU with several processes (``--mps auto``; ``on``, ``off``) the runs share the GPU under
-CUDA MPS, whose daemon it starts for them and quits once they have stopped (docs/scaling.md).
+at a time (``--batch S``: up to S seeds of a variant per process). The same command again
+continues every run where it stopped; ``--budget`` and Ctrl-C, SIGINT or SIGTERM stop every
+run with its checkpoint. As runs end it rewrites the report (metrics.tar.gz, summary.md,
+summary.json, curves.png/.svg). Each option, the report and how runs stop: docs/usage.md
+("Many seeds"); CUDA MPS (``--mps``): docs/scaling.md.
 """
 
 from __future__ import annotations
@@ -331,12 +318,8 @@ def stop_on_signals() -> None:
     """SIGTERM and SIGINT stop the runs as Ctrl-C does (each with its checkpoint). Without
     this a ``kill`` would end this process alone and leave its runs going, and a shell's
     ``cmd &`` starts it with SIGINT ignored."""
-
-    def as_ctrl_c(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, as_ctrl_c)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, signal.default_int_handler)  # (raises KeyboardInterrupt)
 
 
 def _read_json(path: str, default: Any) -> Any:

@@ -9,8 +9,9 @@ import re
 import subprocess
 
 from mbrl.envs import ENVS
+from mbrl.models import MODELS
 from mbrl.overrides import check_overrides
-from mbrl.tools.config_reference import builtin_models
+from mbrl.tools.config_reference import builtin
 
 # The default algorithm (MBPO + flow model), shrunk to seconds: model phases at 100 and 200.
 TINY = [
@@ -93,7 +94,7 @@ def test_a_typod_choice_of_any_config_group_names_the_closest(
             for name in os.listdir(os.path.join(conf, group)):
                 assert name.removesuffix(".yaml") in lines[0], name
         assert not os.path.exists(run_dir)
-    models = ", ".join(sorted(builtin_models()))
+    models = ", ".join(sorted(builtin(MODELS)))
     proc = _run([*train_cmd, "-m", "model=flow,gausian"], cwd=str(tmp_path))  # a sweep's values
     assert proc.returncode == 2 and f"did you mean gaussian? choose one of: {models}" in proc.stderr
     assert not os.path.exists(os.path.join(tmp_path, "runs"))
@@ -188,7 +189,7 @@ def test_help_lists_the_groups_a_user_picks(train_cmd: list[str], tmp_path: str)
     assert f"env: {', '.join(sorted(ENVS))}" in proc.stdout  # (registered: mbrl/envs/specs.py)
     line = next(x for x in proc.stdout.splitlines() if x.strip().startswith("model:"))
     assert sorted(line.split(":")[1].split("(")[0].replace(",", " ").split()) == sorted(
-        builtin_models()
+        builtin(MODELS)
     )
 
 

@@ -13,14 +13,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
 
 from mbrl.envs import ENVS
-from mbrl.tools.config_reference import (
-    agent_rows,
-    builtin_agents,
-    builtin_models,
-    defaults,
-    markdown,
-    model_rows,
-)
+from mbrl.tools.config_reference import defaults, markdown, sections
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 
@@ -40,8 +33,7 @@ def test_every_key_has_a_meaning_in_the_reference() -> None:
     rows = [line for line in keys.splitlines() if line.startswith("| `")]
     named = [line.split("`")[1] for line in envs.splitlines() if line.startswith("| `")]
     assert named == ["env=", *ENVS]  # (the header, then a row per registered env)
-    own = sum(len(model_rows(c)) for c in builtin_models().values())
-    own += sum(len(agent_rows(c)) for c in builtin_agents().values())
+    own = sum(len(rows) for *_, rows in sections())  # each built-in model's and agent's own
     assert len(rows) == len(defaults()) + own
     assert not [r for r in rows if r.endswith("|  |")], "a config field without a comment"
 

@@ -12,6 +12,7 @@ import inspect
 import io
 import sys
 import tokenize
+from collections.abc import Mapping
 from typing import Any
 
 from omegaconf import OmegaConf
@@ -48,21 +49,13 @@ def _comments(module: Any = config_module) -> dict[tuple[str, str], str]:
             continue
         for stmt in node.body:
             if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
-                above = _block_above(stmt.lineno, by_line, whole)
+                top = stmt.lineno
+                while top - 1 in whole:  # the comment lines directly above (no code between)
+                    top -= 1
                 last = (stmt.end_lineno or stmt.lineno) + 1
-                inline = [by_line[n] for n in range(stmt.lineno, last) if n in by_line]
-                out[(node.name, stmt.target.id)] = " ".join(above + inline)
+                text = [by_line[n] for n in range(top, last) if n in by_line]
+                out[(node.name, stmt.target.id)] = " ".join(text)
     return out
-
-
-def _block_above(line: int, by_line: dict[int, str], whole: set[int]) -> list[str]:
-    """Comment lines that sit directly above ``line`` (no code line between)."""
-    lines: list[str] = []
-    n = line - 1
-    while n in whole:
-        lines.insert(0, by_line[n])
-        n -= 1
-    return lines
 
 
 def _value(v: Any) -> str:
@@ -95,30 +88,23 @@ def rows() -> list[tuple[str, str, str]]:
     return _walk(Config(), "", _comments())
 
 
-def builtin_models() -> dict[str, type[ModelConfig]]:
-    """The models the library registers (not those a user's module or a test adds)."""
-    return {n: c for n, c in MODELS.items() if c.__module__.startswith("mbrl.")}
+def builtin(registry: Mapping[str, type[Any]]) -> dict[str, type[Any]]:
+    """The models (``MODELS``) or agents (``AGENTS``) the library registers, not those a
+    user's module or a test adds."""
+    return {n: c for n, c in registry.items() if c.__module__.startswith("mbrl.")}
 
 
-def builtin_agents() -> dict[str, type[AgentConfig]]:
-    """The agents the library registers (not those a user's module or a test adds)."""
-    return {n: c for n, c in AGENTS.items() if c.__module__.startswith("mbrl.")}
-
-
-def model_rows(config: type[ModelConfig]) -> list[tuple[str, str, str]]:
-    """A model's own keys and the common ones it sets otherwise, with their meanings."""
-    return _own_rows(config, ModelConfig, "model.")
-
-
-def agent_rows(config: type[AgentConfig]) -> list[tuple[str, str, str]]:
-    """An agent's own keys and the loop's ones it sets otherwise, with their meanings."""
-    return _own_rows(config, AgentConfig, "agent.")
-
-
-def _own_rows(config: type[Any], base: type[Any], prefix: str) -> list[tuple[str, str, str]]:
-    comments = _comments() | _comments(sys.modules[config.__module__])
-    common = dict((k, v) for k, v, _ in _walk(base(), prefix, comments))
-    return [r for r in _walk(config(), prefix, comments) if common.get(r[0]) != r[1]]
+def sections() -> list[tuple[str, str, type[Any], list[tuple[str, str, str]]]]:
+    """(group, name, config class, rows) per built-in model and agent: its own keys, and the
+    common ones (:class:`ModelConfig`'s, :class:`AgentConfig`'s) it sets otherwise."""
+    out = []
+    for group, registry, base in (("model", MODELS, ModelConfig), ("agent", AGENTS, AgentConfig)):
+        for name, config in builtin(registry).items():
+            comments = _comments() | _comments(sys.modules[config.__module__])
+            common = dict((k, v) for k, v, _ in _walk(base(), f"{group}.", comments))
+            own = [r for r in _walk(config(), f"{group}.", comments) if common.get(r[0]) != r[1]]
+            out.append((group, name, config, own))
+    return out
 
 
 def _table(rows: list[tuple[str, str, str]]) -> list[str]:
@@ -185,10 +171,7 @@ def settings_lines() -> list[str]:
 
 def markdown() -> str:
     lines = [HEADER, *_table(rows())]
-    sections: list[tuple[str, str, type[Any], list[tuple[str, str, str]]]]
-    sections = [("model", n, c, model_rows(c)) for n, c in builtin_models().items()]
-    sections += [("agent", n, c, agent_rows(c)) for n, c in builtin_agents().items()]
-    for group, name, config, own in sections:
+    for group, name, config, own in sections():
         doc = (config.__doc__ or "").strip().splitlines()[0]
         lines += ["", f"## `{group}={name}` ({config.__module__})", "", doc, "", *_table(own)]
     lines += env_lines() + settings_lines()

@@ -25,19 +25,9 @@ class EvaluateError(RuntimeError):
     """The run folder, checkpoint or video request cannot be used."""
 
 
-def checkpoint_path(run_dir: str, which: str) -> str:
-    """``best`` | ``last`` | ``N`` (env steps of an ``iteration_N.pt`` snapshot)."""
-    ckpt = os.path.join(run_dir, "ckpt")
-    names = {"best": "ckpt_best.pt", "last": "last.pt"}
-    if which in names:
-        return os.path.join(ckpt, names[which])
-    if which.isdigit():
-        return os.path.join(ckpt, f"iteration_{which}.pt")
-    raise EvaluateError(f"--ckpt {which!r} is not allowed; use best, last or an env-step count N")
-
-
 def load_run(run_dir: str, which: str) -> tuple[Config, dict[str, Any]]:
-    """The run's config and the chosen checkpoint, checked against each other."""
+    """The run's config and the chosen checkpoint (``best`` | ``last`` | ``N``, the env steps
+    of an ``iteration_N.pt`` snapshot), checked against each other."""
     cfg_path = os.path.join(run_dir, "config.yaml")
     if not os.path.isfile(cfg_path):
         raise EvaluateError(f"{run_dir!r} is not a FlowMBPO run folder: no config.yaml")
@@ -45,7 +35,11 @@ def load_run(run_dir: str, which: str) -> tuple[Config, dict[str, Any]]:
         cfg = load_config(cfg_path)
     except ConfigError as err:
         raise EvaluateError(f"{cfg_path}: {err}") from None
-    path = checkpoint_path(run_dir, which)
+    names = {"best": "ckpt_best.pt", "last": "last.pt"}
+    if which not in names and not which.isdigit():
+        why = "use best, last or an env-step count N"
+        raise EvaluateError(f"--ckpt {which!r} is not allowed; {why}")
+    path = os.path.join(run_dir, "ckpt", names.get(which, f"iteration_{which}.pt"))
     if not os.path.isfile(path):
         folder = os.path.dirname(path)
         have = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
@@ -127,14 +121,9 @@ def record_video(run_dir: str, which: str, path: str, seed: int, fps: int = 30) 
         frames.append(env.render())
         done = bool(term or trunc)
     env.close()
-    _write_frames(path, [np.asarray(f) for f in frames], fps)
-    return len(frames)
-
-
-def _write_frames(path: str, frames: list[np.ndarray], fps: int) -> None:
     import imageio.v2 as imageio
 
-    video = np.stack(frames)  # [T, H, W, 3] uint8
+    video = np.stack([np.asarray(f) for f in frames])  # [T, H, W, 3] uint8
     try:
         if path.endswith(".gif"):
             imageio.mimsave(path, list(video), duration=1000 / fps, loop=0)
@@ -142,3 +131,4 @@ def _write_frames(path: str, frames: list[np.ndarray], fps: int) -> None:
             imageio.mimsave(path, list(video), fps=fps)
     except Exception as err:  # e.g. .mp4 without imageio-ffmpeg
         raise EvaluateError(f"cannot write {path!r}: {err}; try a .gif path") from None
+    return len(frames)

@@ -45,12 +45,6 @@ def env_name(runs: list[Run]) -> str:
     return ", ".join(dict.fromkeys(names)) or "env not recorded"
 
 
-def _seeds(n: np.ndarray) -> str:
-    low, high = int(n.min()), int(n.max())
-    count = f"{high}" if low == high else f"{low}–{high}"
-    return f"{count} seed{'' if high == 1 else 's'}"
-
-
 def plot_curves(
     settings: list[Setting], out: str, metric: str, reference: Reference | None
 ) -> list[str]:
@@ -78,7 +72,9 @@ def draw_curves(ax: Any, settings: list[Setting], metric: str, reference: Refere
             continue
         grid, mean, std, n = band(curves)
         ls, marker = STYLES[i % len(STYLES)]
-        label = f"{s.label}: mean ± std over {_seeds(n)}"
+        low, high = int(n.min()), int(n.max())  # (n: the seeds that reached each step)
+        seeds = f"{high}" if low == high else f"{low}–{high}"
+        label = f"{s.label}: mean ± std over {seeds} seed{'' if high == 1 else 's'}"
         (line,) = ax.plot(grid, mean, ls=ls, marker=marker, ms=4, mfc="none", lw=1.6,
                           label=label, zorder=3 + i)  # fmt: skip
         ax.fill_between(grid, mean - std, mean + std, alpha=0.15, color=line.get_color(), lw=0)

@@ -1,15 +1,9 @@
-"""CUDA MPS (NVIDIA's Multi-Process Service) for ``scripts/seeds.py``'s runs.
-
-Without it, the processes on one GPU take turns (time-slicing): a Hopper run's kernels are
-a few microseconds each and leave the GPU mostly idle, so ten runs share it little better
-than one. Under MPS their kernels run at the same time, while each process keeps its own
-memory and its own failures (a crash stays one run's).
-
-seeds.py starts a control daemon of its own (``nvidia-cuda-mps-control -d``, the user's
-permissions, its pipe and log folders its own), gives its runs the two folders
-(``CUDA_MPS_PIPE_DIRECTORY``, ``CUDA_MPS_LOG_DIRECTORY``) so that they join it, and quits it
-(``echo quit | nvidia-cuda-mps-control``) once they have stopped. ``FLOWMBPO_MPS_CONTROL``
-names another control command (a stand-in daemon, for the tests on a CPU).
+"""CUDA MPS (NVIDIA's Multi-Process Service) for ``scripts/seeds.py``'s runs: their kernels
+run on one GPU at the same time instead of taking turns (docs/scaling.md: why, and what it
+needs). seeds.py starts a control daemon of its own (the user's permissions, its own pipe and
+log folders), gives its runs the two folders so that they join it, and quits it once they have
+stopped. ``FLOWMBPO_MPS_CONTROL`` names another control command (a stand-in daemon, for the
+tests on a CPU).
 """
 
 from __future__ import annotations

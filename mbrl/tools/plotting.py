@@ -29,7 +29,7 @@ GROUPS = ("env", "model", "algorithm", "agent")
 class Run:
     path: str
     config: dict[str, object]
-    rows: list[dict[str, float]]
+    rows: list[dict[str, Any]]  # metrics.jsonl's (numbers, None, and the speed/* texts)
     overrides: dict[str, str] | None = None  # its command line (hydra's overrides.yaml)
 
     def value(self, key: str) -> object:

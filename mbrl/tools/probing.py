@@ -1,12 +1,6 @@
-"""Probe a run: is its model right where its policy goes, and do its critics know what the
-policy earns there?
-
-The checkpoint's policy acts in the real env as in training (actions drawn from it); on those
-transitions the model's one-step predictions (reward, next state, and termination by the env's
-termination function, as rollouts decide it) are set beside what the env did, and the critics'
-Q(s, a) beside the discounted soft return that followed (what SAC's target estimates:
-r + γ (Q(s', a') − α log π(a'|s'))). Used by ``scripts/probe.py``.
-"""
+"""``scripts/probe.py``'s probes: the policy's own episodes in the real env, the model's
+one-step predictions on them, and the critics' Q(s, a) beside the discounted soft return that
+followed (what SAC's target estimates: r + γ (Q(s', a') − α log π(a'|s')))."""
 
 from __future__ import annotations
 
@@ -42,20 +36,6 @@ class Episodes:
         ends = torch.nonzero(self.last).flatten().tolist()  # sync-ok: CPU tensors, offline
         starts = [0] + [e + 1 for e in ends[:-1]]
         return [float(self.rew[s : e + 1].sum()) for s, e in zip(starts, ends, strict=True)]
-
-
-def load_agent(cfg: Config, state: dict[str, Any]) -> SAC:
-    """The checkpoint's actor (as evaluate.py loads it), its critics and its temperature."""
-    agent = build_actor(cfg, state, torch.device("cpu"))
-    agent.critic.load_state_dict(state["agent"]["critic"])
-    agent.log_alpha.data.copy_(torch.as_tensor(state["agent"]["log_alpha"]))
-    return agent
-
-
-def load_model(cfg: Config, state: dict[str, Any], obs_dim: int, act_dim: int) -> DynamicsModel:
-    model = DynamicsModel(obs_dim, act_dim, cfg.model)
-    model.load_state_dict(state["algorithm"]["model"])
-    return model
 
 
 def policy_episodes(cfg: Config, agent: SAC, episodes: int, seed: int) -> Episodes:
@@ -155,7 +135,9 @@ def critic_report(agent: SAC, ep: Episodes, gamma: float) -> dict[str, float]:
 
 
 def probe(cfg: Config, state: dict[str, Any], episodes: int, seed: int, draws: int) -> str:
-    agent = load_agent(cfg, state)
+    agent = build_actor(cfg, state, torch.device("cpu"))  # (as evaluate.py loads it)
+    agent.critic.load_state_dict(state["agent"]["critic"])  # and its critics and temperature
+    agent.log_alpha.data.copy_(torch.as_tensor(state["agent"]["log_alpha"]))
     ep = policy_episodes(cfg, agent, episodes, seed)
     rets = ep.returns
     lines = [
@@ -164,7 +146,9 @@ def probe(cfg: Config, state: dict[str, Any], episodes: int, seed: int, draws: i
         f"{len(ep.rew) / episodes:.0f}"
     ]
     if state["algorithm"].get("model") is not None and cfg.algorithm.name == "mbpo":
-        m = model_report(load_model(cfg, state, agent.obs_dim, agent.act_dim), cfg, ep, draws)
+        model = DynamicsModel(agent.obs_dim, agent.act_dim, cfg.model)
+        model.load_state_dict(state["algorithm"]["model"])
+        m = model_report(model, cfg, ep, draws)
         ended = m["term_model_where_env_ended"]
         lines += [
             f"model, one step on the policy's transitions ({draws} draws per row):",

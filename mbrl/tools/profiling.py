@@ -1,13 +1,7 @@
-"""Profiling mode: run a short, representative window of the real loop under torch.profiler
-and report where the time goes (phase table, operator table, a trace for TensorBoard/Perfetto).
-
-The window is the real loop with a shortened config: random exploration up to the first
-model phase, whose fit starts from random weights and runs to its early stop; the loop until
-the second model phase, a fit that starts from the first, as every later fit of a run does;
-then ``profile.updates`` SAC updates, one evaluation and one checkpoint. The profiler records
-from the second model phase on. The window's shares are not a run's (the fits grow with the
-data): the report also projects a whole run's time per phase from the window's rates, its
-fits' epochs and the run's schedule (:func:`mbrl.runtime.eta.whole_run`).
+"""Profiling mode (``profile=true``): a short, representative window of the real loop under
+torch.profiler, and where the time goes (phase table, operator table, a trace for
+TensorBoard/Perfetto), with a whole run's time per phase projected from the window's rates
+(:func:`mbrl.runtime.eta.whole_run`). What the window runs and why: docs/usage.md.
 """
 
 from __future__ import annotations
@@ -31,6 +25,7 @@ from mbrl.runtime.speed import resolve_amp, resolve_compile
 from mbrl.runtime.timer import PhaseTimer
 from mbrl.runtime.utils import resolve_device
 from mbrl.schedule import first_model_phase
+from mbrl.tools.plotting import read_metrics
 from mbrl.trainer import Trainer
 
 # torch.profiler's C++ side (kineto) logs lines such as "USDT:2026-01-01 12:00:00 1:1
@@ -68,9 +63,14 @@ def recorded_from(cfg: Config) -> int:
     return first_model_phase(cfg) + cfg.mbpo.model_train_freq
 
 
-def phase_table(trainer: Trainer, counts: dict[str, float], wall: float) -> list[dict[str, Any]]:
-    """Seconds, share of the wall time and a rate per phase ('other' = the rest)."""
-    grand = trainer.timer.grand
+def phase_table(trainer: Trainer, run_dir: str, wall: float) -> list[dict[str, Any]]:
+    """Seconds, share of the wall time and a rate per phase ('other' = the rest): the work
+    done per second (model: rows x epochs, each row through every member; rollout:
+    transitions written, from the run's metrics.jsonl)."""
+    grand, work = trainer.timer.grand, trainer.clock.work.done
+    counts = {k: work[k] for k in ("env", "sac", "model", "eval")}  # (eval: episodes)
+    logged = read_metrics(os.path.join(run_dir, "metrics.jsonl"))
+    counts["rollout"] = float(sum(row.get("rollout/transitions") or 0 for row in logged))
     rows = []
     units = {
         "env": "env steps/s",
@@ -138,7 +138,7 @@ def run_profile(cfg: Config, run_dir: str) -> dict[str, Any]:
         with quiet():
             prof.stop()
     work = trainer.clock.work  # the window's work per phase, in the projection's units
-    rows = phase_table(trainer, _counts(trainer, run_dir), wall)
+    rows = phase_table(trainer, run_dir, wall)
     table = format_phases(rows, wall)
     cap = cfg.profile.model_epochs if cfg.algorithm.name == "mbpo" else None
     projected, epochs = whole_run(cfg, work, trainer.timer.grand, cap)
@@ -219,14 +219,3 @@ def without_kineto_lines(write: Callable[[str], None]) -> Iterator[None]:
             for line in held.read().decode(errors="replace").splitlines():
                 if line.strip() and not KINETO_LINE.match(line):
                     write(line)
-
-
-def _counts(trainer: Trainer, run_dir: str) -> dict[str, float]:
-    """Work done per phase, for the table's rates (model: rows x epochs, each row through
-    every member; rollout: transitions written, from the run's metrics.jsonl)."""
-    work = trainer.clock.work.done
-    counts = {k: work[k] for k in ("env", "sac", "model", "eval")}  # (eval: episodes)
-    with open(os.path.join(run_dir, "metrics.jsonl"), encoding="utf-8") as f:
-        written = [row.get("rollout/transitions") or 0 for row in map(json.loads, f)]
-    counts["rollout"] = float(sum(written))
-    return counts

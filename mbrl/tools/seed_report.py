@@ -1,8 +1,5 @@
-"""What ``scripts/seeds.py`` reports: per variant and evaluated env step, the evaluation
-return over seeds (mean ± std, bootstrap interval, n, stand-still counts), the same smoothed
-beside a published curve, paired differences between variants by seed (seed_tables.py,
-stats.py); a plot of each variant's band; the throughput of each invocation; and a small
-bundle of the runs' metrics.
+"""What ``scripts/seeds.py`` reports (docs/usage.md): its tables (seed_tables.py), a plot of
+each variant's band, the throughput of each invocation, and a small bundle of the runs' metrics.
 """
 
 from __future__ import annotations

@@ -1,17 +1,13 @@
-"""``scripts/seeds.py``: S seeds x V variants of one config as ``scripts/train.py``
-processes, P at a time, to a step count or until a wall-clock deadline, resumable.
-
-Each run is a folder ``<out>/runs/<variant>/seed_<k>``; a run that has a checkpoint is
-continued with ``resume=`` (exactly, as a run never stopped), one that reached its steps is
-left alone. At the deadline (or on Ctrl-C) every process gets one SIGINT, the user's Ctrl-C:
-it stops after its current env step or model-fit epoch and writes ``ckpt/last.pt``; one that
-has not stopped ``grace`` seconds later is killed with its process group (its last
-checkpoint, from its last evaluation, stays).
+"""``scripts/seeds.py``'s runs: S seeds x V variants of one config as ``scripts/train.py``
+processes, P at a time, to a step count or until a wall-clock deadline. A run with a
+checkpoint continues with ``resume=``; at the deadline or on Ctrl-C every process gets one
+SIGINT, the user's Ctrl-C, and stops with its checkpoint; one still going ``grace`` seconds
+later is killed with its process group (docs/usage.md, "Budget").
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
 import os
 import re
 import signal
@@ -20,6 +16,8 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+from mbrl.tools.plotting import read_metrics
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TRAIN = os.path.join(ROOT, "scripts", "train.py")
@@ -64,7 +62,9 @@ class Job:
         (train.py always logs and checkpoints its last step)."""
         if not os.path.isfile(os.path.join(self.path, "ckpt", "last.pt")):
             return 0
-        return last_step(os.path.join(self.path, "metrics.jsonl"))
+        metrics = os.path.join(self.path, "metrics.jsonl")
+        rows = read_metrics(metrics) if os.path.isfile(metrics) else []
+        return int(rows[-1]["step"]) if rows else 0
 
     def command(
         self, base: list[str], target: int, threads: int, minutes: float | None
@@ -126,32 +126,6 @@ def batches(jobs: list[Job], size: int) -> tuple[list[Job | Batch], list[str]]:
     return units, said
 
 
-def last_step(metrics: str) -> int:
-    """The step of the last line of a metrics.jsonl (0 when there is none)."""
-    if not os.path.isfile(metrics):
-        return 0
-    with open(metrics, "rb") as f:
-        f.seek(0, os.SEEK_END)
-        f.seek(max(0, f.tell() - 65536))
-        lines = [line for line in f.read().splitlines() if line.strip()]
-    for line in reversed(lines):
-        try:
-            return int(json.loads(line)["step"])
-        except (ValueError, KeyError):
-            continue  # (a line cut by a kill)
-    return 0
-
-
-def set_aside(job: Job) -> str | None:
-    """A folder a run started in but never checkpointed (stopped during its start-up) is
-    renamed, not deleted, so that the run starts afresh in its place."""
-    if not os.path.isdir(job.path) or os.path.isfile(os.path.join(job.path, "ckpt", "last.pt")):
-        return None
-    aside = f"{job.path}.unsaved-{time.strftime('%Y%m%d_%H%M%S')}"
-    os.rename(job.path, aside)
-    return aside
-
-
 @dataclass
 class Pool:
     """Runs jobs P at a time until each reaches ``target`` or the deadline passes."""
@@ -184,8 +158,9 @@ class Pool:
                 if self.stopping_since is None and time.time() >= self.deadline:
                     self.stop("the budget is spent")
                 self._kill_overdue()
-                if time.time() - self._changed >= self.every:
-                    self._status()
+                if time.time() - self._changed >= self.every:  # where each running run is
+                    now = [f"{job.name} at {job.steps():,}" for job, _, _ in self.active.values()]
+                    self.say(f"{time.strftime('%H:%M')} running: " + ("; ".join(now) or "none"))
                     self._report()
                 time.sleep(0.5)
         except KeyboardInterrupt:  # (also SIGTERM: scripts/seeds.py's stop_on_signals)
@@ -200,8 +175,12 @@ class Pool:
 
     def _start(self, job: Job | Batch, target: int) -> None:
         for member in members(job):
-            aside = set_aside(member)
-            if aside:
+            path = member.path
+            if os.path.isdir(path) and not os.path.isfile(os.path.join(path, "ckpt", "last.pt")):
+                # Started but never checkpointed (stopped during its start-up): renamed, not
+                # deleted, so that the run starts afresh in its place.
+                aside = f"{path}.unsaved-{time.strftime('%Y%m%d_%H%M%S')}"
+                os.rename(path, aside)
                 self.say(f"{member.name}: no checkpoint in its folder; moved to {aside}")
             member.before, member.target = member.steps(), target
         before = job.steps()
@@ -260,11 +239,6 @@ class Pool:
             outcome = f"stopped (exit {code})"  # (asked to stop, during its start-up)
         return outcome
 
-    def _status(self) -> None:
-        """One line: where each running run is."""
-        now = [f"{job.name} at {job.steps():,}" for job, _, _ in self.active.values()]
-        self.say(f"{time.strftime('%H:%M')} running: " + ("; ".join(now) or "none"))
-
     def _report(self) -> None:
         self._changed = time.time()
         self.on_change()
@@ -306,13 +280,11 @@ def members(job: Job | Batch) -> list[Job]:
 
 
 def _signal(proc: subprocess.Popen[bytes], sig: int, group: bool) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):  # (it has ended meanwhile)
         if group:  # the run with its compile workers and env workers
             os.killpg(proc.pid, sig)
         else:
             proc.send_signal(sig)
-    except ProcessLookupError:
-        pass
 
 
 def parse_duration(text: str) -> float:

@@ -2,14 +2,11 @@
 run's env steps per second, all of them together, what ran (compiled, graphed), whether MPS
 was on, and the GPU memory in use while they ran.
 
-A run's rate comes from its own ``metrics.jsonl``: the log lines (those with ``time/wall``,
-one per ``logger.every`` env steps) written in this invocation, over the intervals that start
-at or past ``algorithm.init_steps`` and lie within one process (an interval whose time
-stamps lie further apart than its ``time/wall`` spans a stop and a resume: it is the resumed
-process's first interval, its compile warm-up, and is left out; so is a fresh run's first
-interval past the random steps, with its first model fit and compiles). The GPU memory is the
-machine's (``nvidia-smi``, every few seconds), read the same way with and without MPS; a
-run's own peak is added where its metrics log one (``GPU_MEMORY_KEY``).
+A run's rate counts the intervals between its log lines of this invocation past
+``algorithm.init_steps``, less each process's first (a fresh run's first model fit, or a
+resume, with their compiles), so that fresh and continued runs compare (docs/benchmarks.md).
+The GPU memory is the machine's (``nvidia-smi``, every few seconds), with a run's own peak
+where its metrics log one (``GPU_MEMORY_KEY``).
 """
 
 from __future__ import annotations
@@ -21,10 +18,9 @@ import threading
 from typing import Any
 
 import numpy as np
-from omegaconf import OmegaConf
 
 from mbrl.tools.mps import find_tool
-from mbrl.tools.plotting import read_metrics
+from mbrl.tools.plotting import load_run
 
 GPU_MEMORY_KEY = "process/gpu_peak_mb"  # a run's own peak GPU memory, where it logs one
 SAME_PROCESS_SLACK = 2.0  # seconds between two log lines' stamps beyond their time/wall
@@ -35,8 +31,11 @@ def run_speed(path: str, since: float) -> dict[str, Any] | None:
     """A run's figures past its random steps, from its lines stamped at or after ``since``:
     env steps, seconds, first and last stamp, what ran, its peak GPU memory if logged
     (None: no such interval yet)."""
-    rows = _log_rows(path)
-    init = _init_steps(path)
+    if not os.path.isfile(os.path.join(path, "metrics.jsonl")):
+        return None
+    run = load_run(path)
+    rows = [r for r in run.rows if r.get("time/wall") is not None and "time" in r]
+    init = int(str(run.config.get("algorithm.init_steps", 0)))  # (0: no config.yaml yet)
     steps, seconds, stamps = 0, 0.0, []
     warm = False  # whether this process's first interval past the random steps has passed
     for prev, row in itertools.pairwise(rows):
@@ -59,21 +58,6 @@ def run_speed(path: str, since: float) -> dict[str, Any] | None:
     out = {"steps": steps, "seconds": seconds, "first": min(stamps), "last": max(stamps)}
     out.update(ran=ran, gpu_peak_mb=max(peaks) if peaks else None)
     return out
-
-
-def _log_rows(path: str) -> list[dict[str, Any]]:
-    file = os.path.join(path, "metrics.jsonl")
-    if not os.path.isfile(file):
-        return []
-    return [r for r in read_metrics(file) if r.get("time/wall") is not None and "time" in r]
-
-
-def _init_steps(path: str) -> int:
-    """The run's ``algorithm.init_steps`` (its config.yaml; 0 when it has none yet)."""
-    file = os.path.join(path, "config.yaml")
-    if not os.path.isfile(file):
-        return 0
-    return int(OmegaConf.select(OmegaConf.load(file), "algorithm.init_steps", default=0))
 
 
 def speed_lines(invocations: list[dict[str, Any]]) -> list[str]:

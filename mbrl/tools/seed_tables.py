@@ -3,13 +3,9 @@ variant and evaluated env step, the evaluation return over seeds (mean ± std, b
 interval, n) with its stand-still counts; the same smoothed, beside a published curve; and the
 paired differences between variants by seed (the statistics: stats.py).
 
-Stand-still counts, for envs where a body can stand still: the env ends an episode when it
-falls (its spec's termination function is not ``never``) and pays an alive bonus (Hopper,
-Walker2d, Ant, Humanoid; not Pendulum, which never ends an episode, nor InvertedPendulum,
-whose full episodes are its success). Two rules: *full-length*, an evaluation whose episodes
-all ran the env's limit; *still*, one of those whose return is within ``STILL_TOLERANCE`` of
-the alive bonus times that length (a body upright without moving; one creeping forward earns
-more and is full-length only).
+Stand-still counts, where an env ends a fallen episode and pays an alive bonus (docs/usage.md):
+*full-length*, an evaluation whose episodes all ran the env's limit; *still*, one of those
+within ``STILL_TOLERANCE`` of the alive bonus times that length.
 """
 
 from __future__ import annotations
@@ -179,18 +175,16 @@ def paired(settings: list[Setting]) -> dict[str, tuple[dict[int, Summary], Overa
     for s, c in zip(settings[1:], per[1:], strict=True):
         diffs: dict[int, Summary] = {}
         by_seed: dict[int, list[float]] = {}  # seed -> its differences, step by step
-        steps = []
         for step in sorted(set(per[0]) & set(c)):
             a, b = _seed_values(per[0][step]), _seed_values(c[step])
             d = paired_difference(a, b)
             if d is None:
                 continue
             diffs[step] = d
-            steps.append(step)
             for seed in set(a) & set(b):
                 by_seed.setdefault(seed, []).append(b[seed] - a[seed])
         means = [float(np.mean(v)) for v in by_seed.values()]
-        overall = (summarize(means), min(steps), max(steps)) if means else None
+        overall = (summarize(means), min(diffs), max(diffs)) if means else None
         out[f"{s.label} − {settings[0].label}"] = (diffs, overall)
     return out
 

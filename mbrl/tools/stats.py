@@ -2,15 +2,9 @@
 the mean ± sample std with n, a 95 % percentile bootstrap interval of the mean, paired
 differences by seed, and the trailing mean that smooths a curve.
 
-The interval is the percentile bootstrap as ``scipy.stats.bootstrap(method="percentile")``
-computes it (tests/test_stats.py checks the two agree to 1e-12), written here in numpy so that
-the report needs no scipy (GPU machines without a package index have none); a fixed
-generator makes a report written twice read the same. rliable, the RL community's library for
-IQM and stratified bootstrap intervals, is not used: on one task its stratified bootstrap is this
-percentile bootstrap, and it would bring arch, statsmodels, pandas and seaborn to every
-machine that writes a report (GPU machines without a package index among them). With few
-seeds a percentile bootstrap is narrow (at n=3 it cannot reach past the sample's extremes):
-read every interval with its n.
+The interval is ``scipy.stats.bootstrap(method="percentile")``'s (tests/test_stats.py checks the
+two agree to 1e-12), in numpy so that a report needs no scipy; a fixed generator makes a report
+written twice read the same. Why not rliable, and an interval at few seeds: docs/usage.md.
 """
 
 from __future__ import annotations
