@@ -2,9 +2,10 @@
 
     python scripts/compare_models.py runs/hopper/2026-11-21_10-00-00 [--max-epochs 200] [--rows N]
 
-The data are the real transitions in the run's ``ckpt/last.pt``; both models get the run's
-fit settings with their own defaults (the Gaussian: MBPO's, early stopping on holdout MSE; the
-flow: holdout NLL), the same holdout split (same seed, same rows) and the same epoch cap. The
+The data are the real transitions in the run's ``ckpt/last.pt``. The run's own model keeps its
+config; the other gets its own defaults (the Gaussian: MBPO's, early stopping on holdout MSE;
+the flow: holdout NLL) with the run's fit settings (:data:`FIT_KEYS`). Both get the same holdout
+split (same seed, same rows) and the same epoch cap. The
 holdout NLL is in nats per transition of the raw targets [s' - s, r] and the MSE is of the
 point prediction in raw units (both mean over elites), so the two models compare directly.
 """
@@ -18,9 +19,27 @@ import time
 
 import torch
 
-from mbrl.models import DynamicsModel, ModelTrainer
+from mbrl.config import ModelConfig
+from mbrl.models import DynamicsModel, ModelTrainer, model_config
 from mbrl.runtime.utils import configure_cpu
 from mbrl.tools.eval_checkpoint import load_run
+
+# The fit's own settings, which the compared model takes from the run: ensemble, split,
+# minibatch and stopping (its architecture, optimiser and holdout score stay its own)
+FIT_KEYS = (
+    "members", "elites", "batch_size", "holdout_ratio", "max_holdout", "patience",
+    "improvement", "max_epochs", "max_seconds",
+)  # fmt: skip
+
+
+def model_configs(run: ModelConfig, max_epochs: int | None) -> dict[str, ModelConfig]:
+    """The flow's and the Gaussian's configs: the run's own model as it ran, the other with
+    its defaults and the run's :data:`FIT_KEYS`; ``max_epochs`` (None: the run's) for both."""
+    fit = {k: getattr(run, k) for k in FIT_KEYS}
+    out = {n: run if n == run.name else model_config(n, **fit) for n in ("flow", "gaussian")}
+    if max_epochs is None:
+        return out
+    return {n: dataclasses.replace(c, max_epochs=max_epochs) for n, c in out.items()}
 
 
 def main() -> None:
@@ -39,10 +58,7 @@ def main() -> None:
     obs_dim, act_dim = data["obs"].shape[1], data["act"].shape[1]
     print(f"{cfg.env.name}: {data['obs'].shape[0]} real transitions from {args.run_dir}")
     results = {}
-    for name in ("flow", "gaussian"):
-        mcfg = dataclasses.replace(cfg.model, name=name)
-        if args.max_epochs is not None:
-            mcfg.max_epochs = args.max_epochs
+    for name, mcfg in model_configs(cfg.model, args.max_epochs).items():
         torch.manual_seed(args.seed)
         model = DynamicsModel(obs_dim, act_dim, mcfg)
         t0 = time.perf_counter()
