@@ -1,9 +1,7 @@
-"""Will the buffers fit? Checked before anything is allocated.
-
-The real buffer and MBPO's model pool are allocated once, at full size, on the training
-device. Their size follows from the config alone (rows x bytes per row), so a setting that
-cannot fit (``rollout.batch_size=1000000000000``) is refused with one message that names the
-key, the figure and the largest value that fits, instead of failing in an allocation.
+"""Will the buffers fit? Checked before anything is allocated (docs/usage.md): the real buffer
+and MBPO's model pool are allocated once, at full size, on the training device, so a setting
+that cannot fit (``rollout.batch_size=1000000000000``) is refused with one message that names
+the key, the figure and the largest value that fits, instead of failing in an allocation.
 """
 
 from __future__ import annotations
