@@ -120,10 +120,8 @@ def _check_model(m: ModelConfig) -> None:
     _at_least("model.patience", m.patience, 0, ">= 0")
     _must("model.elites", m.elites, m.elites <= m.members, f"<= model.members={m.members}")
     _must("model.holdout_ratio", m.holdout_ratio, 0 < m.holdout_ratio < 1, "in (0, 1)")
-    if not m.lr > 0 or m.weight_decay < 0:
-        raise ConfigError(
-            f"model.lr={m.lr}, model.weight_decay={m.weight_decay}: need lr > 0, weight_decay >= 0"
-        )
+    _must("model.lr", m.lr, m.lr > 0, "> 0")
+    _must("model.weight_decay", m.weight_decay, not m.weight_decay < 0, ">= 0")
     scores: tuple[str, ...] = model_class(m._target_).scores  # type: ignore[attr-defined]
     if m.select_by not in scores:
         raise ConfigError(
@@ -156,10 +154,8 @@ def _check_mbpo(c: Config) -> None:
     _choice("rewarder.mode", w.mode, REWARDER_MODES)
     _choice("mbpo.real_data", m.real_data, REAL_DATA)
     _choice("rewarder.flow.transform", w.flow.transform, ("spline", "affine"))
-    if not w.lr > 0 or w.penalty < 0:
-        raise ConfigError(
-            f"rewarder.lr={w.lr}, rewarder.penalty={w.penalty}: need lr > 0, penalty >= 0"
-        )
+    _must("rewarder.lr", w.lr, w.lr > 0, "> 0")
+    _must("rewarder.penalty", w.penalty, not w.penalty < 0, ">= 0")
 
 
 def _check_agent(a: AgentConfig) -> None:
@@ -254,16 +250,15 @@ def _refuse_unknown_keys(
             _refuse_unknown_keys(node, known, root, f"{prefix}{key}.")
 
 
-def check_key(path: str, model_target: str | None = None, agent_target: str | None = None) -> None:
-    """``path`` (``a.b.c``) must be a key of the config (its ``model`` and ``agent`` nodes:
-    those of the classes ``model_target`` and ``agent_target`` name); a ConfigError names
-    the closest."""
-    root = schema_for(model_target, agent_target)
+def check_key(path: str, root: DictConfig) -> Any:
+    """The node of ``root`` (a :func:`schema_for`) at ``path`` (``a.b.c``); a ConfigError
+    names the closest key when ``path`` is not one."""
     node: Any = root
     for i, part in enumerate(path.split(".")):
         if not isinstance(node, DictConfig) or part not in node:
             _refuse_key(".".join(path.split(".")[: i + 1]), root)
         node = node._get_node(part)
+    return node
 
 
 def _refuse_key(path: str, root: DictConfig) -> None:
