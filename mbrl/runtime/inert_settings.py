@@ -32,9 +32,6 @@ class Inert:
     def covers(self, key: str) -> bool:
         return any(key == k or key.startswith(k + ".") for k in self.keys)
 
-    def text(self) -> str:
-        return f"warning: {self.what} cannot act in this run: {self.why}"
-
 
 def _past_min_epoch(cfg: Config) -> int:
     """The first model phase past MBPO's epoch ``rollout.min_epoch`` (epochs counted after
@@ -111,7 +108,7 @@ def warnings_for(cfg: Config) -> list[str]:
     leaves min_length only where max_length differs from it: else it means what it does)."""
     r = cfg.rollout
     return [
-        i.text()
+        f"warning: {i.what} cannot act in this run: {i.why}"
         for i in inert_settings(cfg)
         if not (i.keys == SCHEDULE and r.max_length == r.min_length)
     ]

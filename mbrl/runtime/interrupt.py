@@ -46,10 +46,7 @@ _TRACKER_QUIET = "ignore::UserWarning:multiprocessing.resource_tracker"
 # moment -> the one line printed when Ctrl-C quits at once (the launcher and the trainer
 # replace it as they learn the run folder and what it holds)
 QuitText = Callable[[str], str]
-
-
-def _before_the_run(moment: str) -> str:
-    return "stopped before the run started (Ctrl-C): nothing was saved"
+BEFORE_THE_RUN = "stopped before the run started (Ctrl-C): nothing was saved"
 
 
 class _Process:
@@ -57,7 +54,7 @@ class _Process:
 
     def __init__(self) -> None:
         self.owned = False
-        self.quit_text: QuitText = _before_the_run
+        self.quit_text: QuitText = lambda moment: BEFORE_THE_RUN
         self.moment = STARTING  # until the loop begins (again, for a multirun's next job)
         self.stop: StopRequest | None = None  # the loop's, while it runs
         self._watcher: threading.Thread | None = None
