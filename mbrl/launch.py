@@ -258,13 +258,11 @@ def run(cfg: DictConfig) -> float:
         trainer = SeedTrainer(config, run_dir) if batched else Trainer(config, run_dir)
     except (ConfigError, CheckpointError, runlock.RunFolderBusy) as err:
         fail(err)
-        raise  # unreachable: fail exits
     try:
         out = trainer.run()
         result = out[0] if isinstance(out, list) else out  # (batched: the first seed's)
     except CheckpointError as err:  # e.g. the disk ran full: last.pt holds the last good state
         fail(err, code=1)
-        raise
     finally:
         distributed.stop()
     if trainer.stopped == "Ctrl-C":

@@ -13,7 +13,7 @@ import difflib
 import os
 import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 from hydra.core.config_store import ConfigStore
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -42,7 +42,7 @@ HYDRA_FLAGS = {
 }  # fmt: skip
 
 
-def fail(err: Exception, code: int = 2) -> None:
+def fail(err: Exception, code: int = 2) -> NoReturn:
     """One line on stderr (once, under torchrun), then exit."""
     if distributed.is_main():  # (under torchrun every rank fails alike; one message is enough)
         print(f"error: {err}", file=sys.stderr)
@@ -62,7 +62,6 @@ def command_line(argv: list[str], conf_dir: str) -> list[str]:
         return argv[:1] + check_overrides(argv[1:], conf_dir)
     except ConfigError as err:
         fail(err)
-        raise  # (unreachable: fail exits)
 
 
 def refuse_flags(argv: list[str]) -> None:

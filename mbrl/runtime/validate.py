@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import os
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 from omegaconf import DictConfig, OmegaConf
@@ -201,7 +201,6 @@ def validate(cfg: DictConfig | dict[str, Any]) -> Config:
         conf = OmegaConf.to_object(merged)
     except ConfigKeyError as err:
         _refuse_key(str(getattr(err, "full_key", "") or ""), schema)
-        raise  # (_refuse_key raises)
     except OmegaConfBaseException as err:
         key = getattr(err, "full_key", None)
         msg = str(err).splitlines()[0]
@@ -261,7 +260,7 @@ def check_key(path: str, root: DictConfig) -> Any:
     return node
 
 
-def _refuse_key(path: str, root: DictConfig) -> None:
+def _refuse_key(path: str, root: DictConfig) -> NoReturn:
     """A ConfigError for an unknown key: the closest known one, and what is allowed there."""
     parent, _, leaf = path.rpartition(".")
     node = OmegaConf.select(root, parent) if parent else root
