@@ -18,9 +18,6 @@ inductor's workers and async env workers too. One that died of it would print a 
 make a compile fail (the run would then go on eagerly). So while the run starts, SIGINT is
 blocked in the main thread, and with it in every thread and process started meanwhile (a
 signal mask is inherited, also across exec), and a watcher thread takes the signal instead.
-
-The end of a run's wall-clock allowance (``max_minutes``) is a stop request too: the loop
-finishes its step, checkpoints and stops, as after a first Ctrl-C.
 """
 
 from __future__ import annotations
@@ -152,17 +149,13 @@ def _end_workers() -> None:
 
 
 class StopRequest:
-    """``with StopRequest() as stop: ... if stop.requested: ...`` around the loop.
+    """``with StopRequest(...) as stop: ... if stop.agreed(): ...`` around the loop.
 
     Under :func:`install` (``scripts/train.py``) a second Ctrl-C quits at once with one line;
     in a process of its own making (a notebook, a test), the handler is this object's for the
     block, and a second Ctrl-C raises KeyboardInterrupt, as Python does."""
 
-    def __init__(
-        self,
-        waiting_for: Callable[[], str] = lambda: "the current step",
-        max_minutes: float | None = None,
-    ) -> None:
+    def __init__(self, waiting_for: Callable[[], str], max_minutes: float | None) -> None:
         """``waiting_for()``: what the loop finishes before it stops (for the message);
         ``max_minutes``: stop as if Ctrl-C had been pressed once this much time has passed."""
         self.requested, self.waiting_for = False, waiting_for
