@@ -133,8 +133,7 @@ def _chosen_target(overrides: list[str], group: str, registered: Mapping[str, An
     the default class, or a name refused by :func:`check_choice`."""
     choice, target = None, None  # (the last of each, as hydra takes them)
     for arg in overrides:
-        key, _, value = arg.partition("=")
-        key = key.lstrip("+~")
+        key, value = override_key(arg), arg.partition("=")[2]
         if key == group:
             choice = registered[value]._target_ if value in registered else None
         elif key == f"{group}._target_":

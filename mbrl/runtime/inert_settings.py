@@ -1,8 +1,7 @@
-"""Settings that cannot act before a run ends: a rollout schedule whose ``max_length`` is first
-used after ``total_steps``, a model phase or an evaluation due only past the end, ... A run
-says so when it starts (naming the key and the step at which it would act), and a multirun
-says so before its jobs run when a swept key acts in none of them: otherwise two "different"
-runs of a sweep are silently the same run.
+"""Settings that cannot act before a run ends (a rollout schedule whose ``max_length`` is first
+used after ``total_steps``, a model phase or an evaluation due only past the end, ...), named
+when a run starts, and before a multirun's jobs when a swept key acts in none of them:
+otherwise two "different" runs of a sweep are silently the same run (docs/usage.md).
 """
 
 from __future__ import annotations
