@@ -55,7 +55,6 @@ class _Process:
         self.moment = STARTING  # until the loop begins (again, for a multirun's next job)
         self.stop: StopRequest | None = None  # the loop's, while it runs
         self._watcher: threading.Thread | None = None
-        self._watching = threading.Event()
 
 
 _process = _Process()
@@ -94,7 +93,6 @@ def starting() -> None:
     if not _process.owned or _process._watcher is not None:
         return
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    _process._watching.set()
     _process._watcher = threading.Thread(target=_watch, name="ctrl-c watcher", daemon=True)
     _process._watcher.start()
 
@@ -105,14 +103,13 @@ def _started() -> None:
     watcher = _process._watcher
     if watcher is None:
         return
-    _process._watching.clear()
     watcher.join()
     _process._watcher = None
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def _watch() -> None:
-    while _process._watching.is_set():
+    while _process.moment == STARTING:  # (until the loop begins: _started joins this thread)
         if signal.sigtimedwait({signal.SIGINT}, 0.1) is not None:
             quit_now()
 
