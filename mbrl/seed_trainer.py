@@ -165,11 +165,9 @@ class SeedTrainer:
 
     def _warm_up(self) -> None:
         """Compile the batched update and the fits now (timed as the phase ``compile``)."""
-        lead = self.lead
-        if not lead.speed.compile:
-            return
-        print("compiling the batched SAC update and model fit...", file=sys.stderr)
-        with lead.timer.phase("compile"):
-            compiled = self.seeds.warm_up()
-        for t in self.trainers:
-            t.compiled = compiled
+        if self.lead.speed.compile:
+            print("compiling the batched SAC update and model fit...", file=sys.stderr)
+            with self.lead.timer.phase("compile"):
+                compiled = self.seeds.warm_up()
+            for t in self.trainers:
+                t.compiled = compiled

@@ -35,8 +35,6 @@ from mbrl.plugins import import_saved
 
 # Keys an older config left null for "the model's default" (the model's config sets them now).
 LEGACY_NULLS = ("weight_decay", "select_by", "normalize_targets")
-# The nodes whose keys are those of the class their `_target_` names (the rest: Config's).
-NODES = ("model", "agent")
 
 
 def _choice(key: str, value: Any, allowed: tuple[str, ...]) -> None:
@@ -192,8 +190,8 @@ def validate(cfg: DictConfig | dict[str, Any]) -> Config:
     profile = raw.get("profile")
     if isinstance(profile, DictConfig):  # (a config saved when epochs per fit were assumed)
         profile.pop("fit_epochs", None)
-    model, agent = (OmegaConf.select(raw, f"{n}._target_", default=None) for n in NODES)
-    schema = schema_for(model, agent)
+    model = OmegaConf.select(raw, "model._target_", default=None)
+    schema = schema_for(model, OmegaConf.select(raw, "agent._target_", default=None))
     # A key added with hydra's `+key=value` passes hydra and the merge below unnoticed.
     _refuse_unknown_keys(raw, schema, schema)
     try:
