@@ -242,12 +242,10 @@ def estimate_text(left: dict[str, float], work: Work, cfg: Config, resumed: bool
 def whole_run(
     cfg: Config, work: Work, grand: dict[str, float], cap: int | None
 ) -> tuple[dict[str, float], str]:
-    """``profile=true``'s projection: seconds per phase of the whole run ``cfg`` describes,
-    from a profiling window's ``work`` and timers (compile warm-up not included), and where
-    its epochs per fit come from (``cap``: the window's own, ``profile.model_epochs``). The
-    window's shares say little of a run, whose fits grow with the data; its first fit starts
-    from random weights and its second from the first, as a run's later fits do. Capped fits
-    say nothing of the row-epochs a later fit needs: the projection counts the capped epochs."""
+    """``profile=true``'s projection (docs/usage.md): seconds per phase of the whole run ``cfg``
+    describes, from a profiling window's ``work`` and timers (compile warm-up not included), and
+    where its epochs per fit come from: its first fit's, and its second's as a later fit's
+    (``cap``: the window's ``profile.model_epochs``, whose capped epochs are counted as such)."""
     epochs = work.epochs()
     how = f"the first fit {epochs.first:.0f} epochs, "
     if cap is not None:
