@@ -167,18 +167,6 @@ def _literal_run_dir(config: DictConfig, cfg: Config) -> str | None:
     return run_dir if isinstance(run_dir, str) and "${" not in run_dir else None
 
 
-def _refuse_nothing_to_do(cfg: Config, step: int) -> None:
-    """A resume whose total_steps the checkpoint has reached stops at once (no compile)."""
-    if cfg.total_steps > step or cfg.profile.enabled:
-        return
-    assert cfg.resume is not None
-    raise ConfigError(
-        f"resume={cfg.resume!r} is at step {step:,} and total_steps={cfg.total_steps} leaves "
-        f"nothing to do; to extend it: {resume_command(cfg.resume)} "
-        f"total_steps=<more than {step}>"
-    )
-
-
 def check_before_start(config: DictConfig, lock: bool = True) -> Config:
     """Everything that must fail before a file is written: the config, the checkpoint to
     resume, whether the buffers fit in memory and the checkpoints on the disk, and whether
@@ -191,7 +179,13 @@ def check_before_start(config: DictConfig, lock: bool = True) -> Config:
         path = os.path.join(cfg.resume, "ckpt", "last.pt")
         state = load(path, env_name=cfg.env.name, mmap=True)
         check_layout(state, cfg.resume, world, cfg.env.num_envs)
-        _refuse_nothing_to_do(cfg, int(state["step"]))
+        step = int(state["step"])
+        if cfg.total_steps <= step and not cfg.profile.enabled:  # (stops at once: no compile)
+            raise ConfigError(
+                f"resume={cfg.resume!r} is at step {step:,} and total_steps={cfg.total_steps} "
+                f"leaves nothing to do; to extend it: {resume_command(cfg.resume)} "
+                f"total_steps=<more than {step}>"
+            )
     env = make_env(cfg.env.name, cfg.env.max_episode_steps, version=cfg.env.version)
     dims = env_dims(env)
     env.close()
@@ -258,13 +252,11 @@ def run(cfg: DictConfig) -> float:
         trainer = SeedTrainer(config, run_dir) if batched else Trainer(config, run_dir)
     except (ConfigError, CheckpointError, runlock.RunFolderBusy) as err:
         fail(err)
-        raise  # unreachable: fail exits
     try:
         out = trainer.run()
         result = out[0] if isinstance(out, list) else out  # (batched: the first seed's)
     except CheckpointError as err:  # e.g. the disk ran full: last.pt holds the last good state
         fail(err, code=1)
-        raise
     finally:
         distributed.stop()
     if trainer.stopped == "Ctrl-C":

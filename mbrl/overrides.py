@@ -13,7 +13,7 @@ import difflib
 import os
 import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 from hydra.core.config_store import ConfigStore
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -42,7 +42,7 @@ HYDRA_FLAGS = {
 }  # fmt: skip
 
 
-def fail(err: Exception, code: int = 2) -> None:
+def fail(err: Exception, code: int = 2) -> NoReturn:
     """One line on stderr (once, under torchrun), then exit."""
     if distributed.is_main():  # (under torchrun every rank fails alike; one message is enough)
         print(f"error: {err}", file=sys.stderr)
@@ -62,7 +62,6 @@ def command_line(argv: list[str], conf_dir: str) -> list[str]:
         return argv[:1] + check_overrides(argv[1:], conf_dir)
     except ConfigError as err:
         fail(err)
-        raise  # (unreachable: fail exits)
 
 
 def refuse_flags(argv: list[str]) -> None:
@@ -86,7 +85,7 @@ def check_overrides(overrides: list[str], conf_dir: str) -> list[str]:
     (options and other arguments are skipped); scripts/seeds.py checks its overrides with it
     too. Returns them with integral floats of integer keys as integers (``1e4`` -> ``10000``)."""
     model = _chosen_target(overrides, "model", MODELS)
-    agent = _chosen_target(overrides, "agent", AGENTS)
+    root = schema_for(model, _chosen_target(overrides, "agent", AGENTS))
     out = []
     for arg in overrides:
         key = override_key(arg)
@@ -95,8 +94,7 @@ def check_overrides(overrides: list[str], conf_dir: str) -> list[str]:
         elif key in CONFIG_GROUPS:
             check_choice(key, arg.split("=", 1)[1], conf_dir)
         elif key.split(".")[0].split("/")[0] != "hydra":  # (hydra's own: hydra/launcher=)
-            check_key(key, model, agent)
-            arg = check_value(arg, schema_for(model, agent))
+            arg = check_value(arg, check_key(key, root))
         out.append(arg)
     return out
 
@@ -135,8 +133,7 @@ def _chosen_target(overrides: list[str], group: str, registered: Mapping[str, An
     the default class, or a name refused by :func:`check_choice`."""
     choice, target = None, None  # (the last of each, as hydra takes them)
     for arg in overrides:
-        key, _, value = arg.partition("=")
-        key = key.lstrip("+~")
+        key, value = override_key(arg), arg.partition("=")[2]
         if key == group:
             choice = registered[value]._target_ if value in registered else None
         elif key == f"{group}._target_":
@@ -175,8 +172,8 @@ def resume_folders(argv: list[str]) -> list[str]:
 KINDS = {IntegerNode: "an integer", FloatNode: "a number", BooleanNode: "true or false"}
 
 
-def check_value(arg: str, root: DictConfig) -> str:
-    """A ConfigError for ``arg``'s value (each of a sweep's ``a,b``) when the key's type
+def check_value(arg: str, node: Any) -> str:
+    """A ConfigError for ``arg``'s value (each of a sweep's ``a,b``) when its key's ``node``
     cannot take it, or for ``+key=`` of a key the config has; returns ``arg``, an integral
     float of an integer key as an integer (``1e4`` -> ``10000``: how people write steps)."""
     try:
@@ -189,9 +186,6 @@ def check_value(arg: str, root: DictConfig) -> str:
             f"{arg!r} adds a key, and {key} is one already: write {key}={text} (hydra's '+' "
             "is for a key the config lacks)"
         )
-    node: Any = root
-    for part in key.split("."):
-        node = node._get_node(part)
     value = override.value()
     values: list[Any] = list(value.list) if isinstance(value, ChoiceSweep) else [value]
     ranged = isinstance(value, Sweep) and not isinstance(value, ChoiceSweep)

@@ -1,10 +1,8 @@
 """Seeds batched in one process (``batch_seeds=S``): S runs of one config, each a whole run in
-a folder of its own (config.yaml, metrics, TensorBoard, evaluations, checkpoints: an ordinary
-run's folder, which ``resume=`` alone continues), stepped together by
-:class:`~mbrl.batched_seeds.BatchedSeeds`, whose SAC updates run as one batched block.
-
-The first seed's run is the process's: its folder is hydra's, it shows the start block and the
-progress bar. Time per phase (``time/*``, the time left) is the process's, for all S seeds.
+a folder of its own (an ordinary run's folder, which ``resume=`` alone continues), stepped
+together by :class:`~mbrl.batched_seeds.BatchedSeeds`, whose SAC updates run as one batched
+block. What the batch shares (the first seed's start block, bar and time left; the process's
+``time/*``): docs/scaling.md ("Seeds batched in one process").
 """
 
 from __future__ import annotations
@@ -167,11 +165,9 @@ class SeedTrainer:
 
     def _warm_up(self) -> None:
         """Compile the batched update and the fits now (timed as the phase ``compile``)."""
-        lead = self.lead
-        if not lead.speed.compile:
-            return
-        print("compiling the batched SAC update and model fit...", file=sys.stderr)
-        with lead.timer.phase("compile"):
-            compiled = self.seeds.warm_up()
-        for t in self.trainers:
-            t.compiled = compiled
+        if self.lead.speed.compile:
+            print("compiling the batched SAC update and model fit...", file=sys.stderr)
+            with self.lead.timer.phase("compile"):
+                compiled = self.seeds.warm_up()
+            for t in self.trainers:
+                t.compiled = compiled

@@ -46,6 +46,12 @@ def _finite_rows(inputs: Tensor, target: Tensor) -> tuple[Tensor, Tensor, int]:
     return inputs, target, dropped
 
 
+def holdout_rows(n: int, cfg: ModelConfig) -> int:
+    """The rows a fit on ``n`` transitions holds out: ``holdout_ratio`` of them, at least one,
+    at most ``max_holdout`` (MBPO's split; the time-left estimate counts the rest)."""
+    return max(1, min(int(n * cfg.holdout_ratio), cfg.max_holdout))
+
+
 class ModelTrainer:
     def __init__(
         self,
@@ -207,7 +213,7 @@ class ModelTrainer:
         if n < 2:
             raise ValueError(f"need at least 2 transitions to fit the model, got {n}")
         perm = torch.randperm(n, generator=gen, device=self.model.device)
-        n_hold = max(1, min(int(n * self.cfg.holdout_ratio), self.cfg.max_holdout))
+        n_hold = holdout_rows(n, self.cfg)
         return perm[n_hold:], perm[:n_hold]
 
     def _epoch(self, x: Tensor, y: Tensor, boot: Tensor, gen: torch.Generator) -> Tensor:

@@ -1,10 +1,6 @@
-"""Checkpoint files: atomic writes (temp file + rename), clear errors on bad files.
-
-``ckpt/last.pt`` and ``ckpt/ckpt_best.pt`` hold the full state (any of them can resume);
-``ckpt/iteration_<N>.pt`` (N = env steps) holds it without the buffers unless
-``checkpoint.buffer_in_snapshots``. Files that hold the same bytes are hard links, so each
-state is serialised once.
-"""
+"""Checkpoint files (what each holds: docs/failures.md): atomic writes (temp file + rename),
+clear errors on bad files; files that hold the same bytes are hard links, so each state is
+serialised once."""
 
 from __future__ import annotations
 

@@ -1,14 +1,6 @@
-"""How much disk a run's checkpoints take, known before it starts.
-
-``ckpt/last.pt`` (resume) and ``ckpt/ckpt_best.pt`` hold the whole state, the buffers
-included; each ``ckpt/iteration_<N>.pt`` snapshot (one per evaluation) holds what evaluation
-and analysis need (networks, optimizers, normalisers, counters) unless
-``checkpoint.buffer_in_snapshots``. The sizes follow from the config: parameter counts of the
-networks, and the rows the buffers hold at the run's end (a checkpoint stores the live rows
-only): the real buffer's transitions, and the model pool's as MBPO's schedule leaves it, its
-window for the rollout length then, filled by the last model phases' rollouts (full length:
-an upper bound where rollouts end early). A run whose checkpoints would not fit on the disk is
-refused before it starts.
+"""How much disk a run's checkpoints take, known before it starts: the networks' parameters
+and the rows the buffers hold at the run's end, counted as docs/failures.md ("What a checkpoint
+file holds") says. A run whose checkpoints would not fit on the disk is refused before it starts.
 """
 
 from __future__ import annotations
@@ -24,15 +16,9 @@ from mbrl.config import Config, ConfigError
 from mbrl.models import DynamicsModel
 from mbrl.rewarder import Rewarder
 from mbrl.runtime.eta import evaluations
-from mbrl.runtime.memory import row_bytes
+from mbrl.runtime.memory import buffer_bytes, row_bytes
 from mbrl.runtime.progress import megabytes
-from mbrl.schedule import (
-    model_phase_steps,
-    model_pool_size,
-    pool_capacity,
-    rollout_length,
-    run_length,
-)
+from mbrl.schedule import model_phase_steps, model_pool_size, pool_capacity, rollout_length
 
 STATE_OVERHEAD = 1 << 20  # counters, RNG and env states, pickling: about a megabyte
 
@@ -88,7 +74,8 @@ def checkpoint_sizes(cfg: Config, obs_dim: int, act_dim: int) -> CheckpointSizes
         if cfg.rewarder.mode != "none":
             floats += 3 * _params(Rewarder(obs_dim, act_dim, cfg.rewarder, agent.device).flows)
     slim = 4 * floats + STATE_OVERHEAD
-    real = min(cfg.buffer.capacity, run_length(cfg)) * row_bytes(obs_dim, act_dim, False)
+    # (the real buffer's rows as allocated, less the spare row of its ring: not stored)
+    real = buffer_bytes(cfg, obs_dim, act_dim)[0] - row_bytes(obs_dim, act_dim, False)
     pool = pool_rows(cfg) * row_bytes(obs_dim, act_dim, True) if cfg.checkpoint.pool else 0
     full = slim + real + pool
     count = evaluations(cfg) if cfg.checkpoint.snapshots else 0

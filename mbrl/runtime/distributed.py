@@ -1,16 +1,10 @@
-"""One run on several processes (``torchrun``): every rank steps its own envs into its own
-buffers; gradients are averaged over ranks before every optimizer step, so the weights stay
-equal everywhere; rank 0 alone evaluates, logs and writes checkpoints. DI-engine's DDP mode
-works the same way (its learner all-reduces gradients by hand), which fits the hand-written
-SAC gradients and the fused Adam step better than wrapping modules in DDP.
-
-Every helper is a no-op in a single process, so call sites need no ``if``. NCCL carries the
-tensors on GPUs, gloo on a CPU.
-
-Settings keep their single-process meaning for the run as a whole: ``total_steps`` and every
-schedule count the env steps of all ranks, and a batch of ``agent.batch_size`` rows is split
-into equal shares, one per rank (:func:`rank_config`), so updates per env step and rows per
-update are MBPO's.
+"""One run on several processes (``torchrun``), as docs/scaling.md describes it: every rank
+steps its own envs into its own buffers, gradients are averaged over ranks before every
+optimizer step, rank 0 alone evaluates, logs and writes checkpoints, and every setting keeps
+its meaning for the whole run (a batch split into equal shares: :func:`rank_config`).
+DI-engine's DDP mode works the same way (its learner all-reduces gradients by hand), which fits
+the hand-written SAC gradients and the fused Adam step better than wrapping modules in DDP.
+Every helper is a no-op in a single process, so call sites need no ``if``.
 """
 
 from __future__ import annotations

@@ -1,28 +1,13 @@
 """How long a run takes, phase by phase: one projection (:func:`time_left`), used by the
 training ETA (:class:`RunClock`) and by ``profile=true``'s report (:func:`whole_run`).
 
-A phase's time is its work times the seconds per unit of work measured so far (in this run,
-or in a profiling window). The work follows from the run's schedule: SAC updates, env steps,
-evaluations and checkpoints, and at each model phase a fit of the real buffer's rows (less the
-holdout) for some epochs, then rollouts of the scheduled length. A fit's time is proportional
-to its rows times its epochs. MBPO trains one model all run long, so the first fit starts from
-random weights and runs long (Hopper: 100-190 epochs for the flow, 315-471 for the Gaussian),
-while every later fit starts from the previous one and early stopping ends it sooner, the
-sooner the more rows an epoch holds. So a later fit is taken to need the row-epochs (rows x
-epochs) the later fits so far took on average, whatever its rows: fewer epochs on more rows,
-never fewer than the early stop's least (``model.patience`` + 2).
-
-The evidence (docs/usage.md): the 26 Hopper-v4 runs of the committed seed bundles (CPU
-campaign, two H200 leases; flow and Gaussian; 461 later fits on 4,100-12,600 rows). Epochs
-per later fit against rows, log-log, pooled: slope -1.01 (CPU flow, 46 fits), -1.05 (CPU
-Gaussian, 129), -1.01 (GPU flow, 116), -2.6 (GPU Gaussian, 170, its rows 4,100-7,400 only):
-rows x epochs about constant. Per run the slope ranges from -3.8 to +0.9, too noisy to fit
-from a few fits, so the exponent is fixed at -1 and each run measures only the scale. After
-three later fits, the row-epochs of the run's remaining fits came out at a median of +44 %
-(CPU flow), +72 % (CPU Gaussian), +2 % (GPU flow), +121 % (GPU Gaussian), against +81 %,
-+235 %, +29 %, +203 % for the later fits' mean epochs; after eight, +1 %, +9 %, +10 %, +74 %
-against +41 %, +112 %, +34 %, +141 %. Past 12,600 rows it is not yet measured: the Gaussian
-runs' fits on 9,000-12,600 rows took 8-145 epochs with no clear trend.
+A phase's time is its work, as the run's schedule gives it, times the seconds per unit of work
+measured so far (in this run, or in a profiling window). A model fit's time is its rows times
+its epochs: the first fit starts from random weights and runs long; every later one starts
+from the previous one, and early stopping ends it the sooner the more rows an epoch holds, so
+it is taken to need the later fits' mean row-epochs (rows x epochs) so far: fewer epochs on
+more rows, never fewer than the early stop's least (``model.patience`` + 2). docs/usage.md
+describes the estimate, with the evidence for row-epochs from the committed Hopper runs.
 """
 
 from __future__ import annotations
@@ -32,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mbrl.config import Config
+from mbrl.models.training import holdout_rows
 from mbrl.runtime.progress import Progress, duration
 from mbrl.runtime.timer import PhaseTimer
 from mbrl.schedule import first_model_phase, model_phase_steps, rollout_length, run_length
@@ -78,12 +64,6 @@ def evaluations(cfg: Config, env_steps: int = 0) -> int:
     return max((total - 1) // every - (start - 1) // every, 0) + 1
 
 
-def train_rows(cfg: Config, env_steps: int) -> int:
-    """Rows a model fit at ``env_steps`` trains on: the real buffer less the holdout."""
-    n = min(env_steps, cfg.buffer.capacity)
-    return n - max(1, min(int(n * cfg.model.holdout_ratio), cfg.model.max_holdout))
-
-
 def time_left(
     cfg: Config, env_steps: int, rates: dict[str, float], epochs: FitEpochs
 ) -> dict[str, float]:
@@ -124,7 +104,8 @@ def _model_phases(
     least = cfg.model.patience + 2
     out = dict.fromkeys(("model", "rollout", "rewarder"), 0.0)
     for step in model_phase_steps(cfg, start):
-        rows = train_rows(cfg, step)
+        real = min(step, cfg.buffer.capacity)  # the real buffer's rows, less the holdout
+        rows = real - holdout_rows(real, cfg.model)
         n = epochs.first if step == first else epochs.later_at(rows, least)
         fit = rows * (n if cap is None else min(n, cap)) * rates["model"]
         out["model"] += fit if limit is None else min(fit, limit)
@@ -261,12 +242,10 @@ def estimate_text(left: dict[str, float], work: Work, cfg: Config, resumed: bool
 def whole_run(
     cfg: Config, work: Work, grand: dict[str, float], cap: int | None
 ) -> tuple[dict[str, float], str]:
-    """``profile=true``'s projection: seconds per phase of the whole run ``cfg`` describes,
-    from a profiling window's ``work`` and timers (compile warm-up not included), and where
-    its epochs per fit come from (``cap``: the window's own, ``profile.model_epochs``). The
-    window's shares say little of a run, whose fits grow with the data; its first fit starts
-    from random weights and its second from the first, as a run's later fits do. Capped fits
-    say nothing of the row-epochs a later fit needs: the projection counts the capped epochs."""
+    """``profile=true``'s projection (docs/usage.md): seconds per phase of the whole run ``cfg``
+    describes, from a profiling window's ``work`` and timers (compile warm-up not included), and
+    where its epochs per fit come from: its first fit's, and its second's as a later fit's
+    (``cap``: the window's ``profile.model_epochs``, whose capped epochs are counted as such)."""
     epochs = work.epochs()
     how = f"the first fit {epochs.first:.0f} epochs, "
     if cap is not None:

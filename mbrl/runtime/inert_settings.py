@@ -1,8 +1,7 @@
-"""Settings that cannot act before a run ends: a rollout schedule whose ``max_length`` is first
-used after ``total_steps``, a model phase or an evaluation due only past the end, ... A run
-says so when it starts (naming the key and the step at which it would act), and a multirun
-says so before its jobs run when a swept key acts in none of them: otherwise two "different"
-runs of a sweep are silently the same run.
+"""Settings that cannot act before a run ends (a rollout schedule whose ``max_length`` is first
+used after ``total_steps``, a model phase or an evaluation due only past the end, ...), named
+when a run starts, and before a multirun's jobs when a swept key acts in none of them:
+otherwise two "different" runs of a sweep are silently the same run (docs/usage.md).
 """
 
 from __future__ import annotations
@@ -31,9 +30,6 @@ class Inert:
 
     def covers(self, key: str) -> bool:
         return any(key == k or key.startswith(k + ".") for k in self.keys)
-
-    def text(self) -> str:
-        return f"warning: {self.what} cannot act in this run: {self.why}"
 
 
 def _past_min_epoch(cfg: Config) -> int:
@@ -111,7 +107,7 @@ def warnings_for(cfg: Config) -> list[str]:
     leaves min_length only where max_length differs from it: else it means what it does)."""
     r = cfg.rollout
     return [
-        i.text()
+        f"warning: {i.what} cannot act in this run: {i.why}"
         for i in inert_settings(cfg)
         if not (i.keys == SCHEDULE and r.max_length == r.min_length)
     ]

@@ -18,9 +18,6 @@ inductor's workers and async env workers too. One that died of it would print a 
 make a compile fail (the run would then go on eagerly). So while the run starts, SIGINT is
 blocked in the main thread, and with it in every thread and process started meanwhile (a
 signal mask is inherited, also across exec), and a watcher thread takes the signal instead.
-
-The end of a run's wall-clock allowance (``max_minutes``) is a stop request too: the loop
-finishes its step, checkpoints and stops, as after a first Ctrl-C.
 """
 
 from __future__ import annotations
@@ -46,10 +43,7 @@ _TRACKER_QUIET = "ignore::UserWarning:multiprocessing.resource_tracker"
 # moment -> the one line printed when Ctrl-C quits at once (the launcher and the trainer
 # replace it as they learn the run folder and what it holds)
 QuitText = Callable[[str], str]
-
-
-def _before_the_run(moment: str) -> str:
-    return "stopped before the run started (Ctrl-C): nothing was saved"
+BEFORE_THE_RUN = "stopped before the run started (Ctrl-C): nothing was saved"
 
 
 class _Process:
@@ -57,11 +51,10 @@ class _Process:
 
     def __init__(self) -> None:
         self.owned = False
-        self.quit_text: QuitText = _before_the_run
+        self.quit_text: QuitText = lambda moment: BEFORE_THE_RUN
         self.moment = STARTING  # until the loop begins (again, for a multirun's next job)
         self.stop: StopRequest | None = None  # the loop's, while it runs
         self._watcher: threading.Thread | None = None
-        self._watching = threading.Event()
 
 
 _process = _Process()
@@ -100,7 +93,6 @@ def starting() -> None:
     if not _process.owned or _process._watcher is not None:
         return
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    _process._watching.set()
     _process._watcher = threading.Thread(target=_watch, name="ctrl-c watcher", daemon=True)
     _process._watcher.start()
 
@@ -111,14 +103,13 @@ def _started() -> None:
     watcher = _process._watcher
     if watcher is None:
         return
-    _process._watching.clear()
     watcher.join()
     _process._watcher = None
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def _watch() -> None:
-    while _process._watching.is_set():
+    while _process.moment == STARTING:  # (until the loop begins: _started joins this thread)
         if signal.sigtimedwait({signal.SIGINT}, 0.1) is not None:
             quit_now()
 
@@ -155,17 +146,13 @@ def _end_workers() -> None:
 
 
 class StopRequest:
-    """``with StopRequest() as stop: ... if stop.requested: ...`` around the loop.
+    """``with StopRequest(...) as stop: ... if stop.agreed(): ...`` around the loop.
 
     Under :func:`install` (``scripts/train.py``) a second Ctrl-C quits at once with one line;
     in a process of its own making (a notebook, a test), the handler is this object's for the
     block, and a second Ctrl-C raises KeyboardInterrupt, as Python does."""
 
-    def __init__(
-        self,
-        waiting_for: Callable[[], str] = lambda: "the current step",
-        max_minutes: float | None = None,
-    ) -> None:
+    def __init__(self, waiting_for: Callable[[], str], max_minutes: float | None) -> None:
         """``waiting_for()``: what the loop finishes before it stops (for the message);
         ``max_minutes``: stop as if Ctrl-C had been pressed once this much time has passed."""
         self.requested, self.waiting_for = False, waiting_for

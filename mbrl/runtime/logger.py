@@ -9,7 +9,6 @@ empty files behind.
 from __future__ import annotations
 
 import json
-import logging
 import math
 import os
 import time
@@ -53,12 +52,8 @@ class Logger:
 
     def _writer(self, purge_step: int | None = None) -> Any:
         if self._tb is None and self._tensorboard:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-            except ImportError:  # TensorBoard is optional: warn once and go on without it
-                logging.getLogger(__name__).warning("tensorboard not installed: log/tb disabled")
-                self._tensorboard = False
-                return None
+            from torch.utils.tensorboard import SummaryWriter  # (imported once it is needed)
+
             self._tb = SummaryWriter(os.path.join(self.run_dir, "log", "tb"), purge_step=purge_step)
         return self._tb
 

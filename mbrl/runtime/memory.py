@@ -1,9 +1,7 @@
-"""Will the buffers fit? Checked before anything is allocated.
-
-The real buffer and MBPO's model pool are allocated once, at full size, on the training
-device. Their size follows from the config alone (rows x bytes per row), so a setting that
-cannot fit (``rollout.batch_size=1000000000000``) is refused with one message that names the
-key, the figure and the largest value that fits, instead of failing in an allocation.
+"""Will the buffers fit? Checked before anything is allocated (docs/usage.md): the real buffer
+and MBPO's model pool are allocated once, at full size, on the training device, so a setting
+that cannot fit (``rollout.batch_size=1000000000000``) is refused with one message that names
+the key, the figure and the largest value that fits, instead of failing in an allocation.
 """
 
 from __future__ import annotations
@@ -71,22 +69,18 @@ def check_memory(cfg: Config, obs_dim: int, act_dim: int, device: torch.device) 
 
 
 def _largest(cfg: Config, obs_dim: int, act_dim: int, budget: float, group: str, key: str) -> int:
-    """The largest value of ``group.key`` whose buffers fit in ``budget`` (both buffers grow
-    linearly with it, up to rounding: estimate, then step to the exact boundary)."""
+    """The largest value of ``group.key`` whose buffers fit in ``budget`` (they grow with it:
+    a bisection below the value that does not fit)."""
 
     def total(value: int) -> int:
         node = dataclasses.replace(getattr(cfg, group), **{key: value})
         return sum(buffer_bytes(dataclasses.replace(cfg, **{group: node}), obs_dim, act_dim))
 
-    current = getattr(getattr(cfg, group), key)
-    fixed = total(0) if group == "buffer" else sum(buffer_bytes(cfg, obs_dim, act_dim)[:1])
-    per_unit = (total(current) - fixed) / current
-    value = max(int((budget - fixed) // per_unit), 0)
-    while value > 0 and total(value) > budget:
-        value -= 1
-    while total(value + 1) <= budget:
-        value += 1
-    return value
+    fits, over = 0, getattr(getattr(cfg, group), key)
+    while over - fits > 1:
+        mid = (fits + over) // 2
+        fits, over = (mid, over) if total(mid) <= budget else (fits, mid)
+    return fits
 
 
 def _gb(nbytes: float) -> str:

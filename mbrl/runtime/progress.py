@@ -1,6 +1,7 @@
 """What the terminal shows during a run: a start block, a progress bar that names the phase
-the loop is in (model fit with its epoch and holdout score, rollout, evaluation, checkpoint)
-with an ETA from per-phase rates, and a summary at the end or on Ctrl-C.
+the loop is in (``explore`` during the random steps, ``train`` after, or a model fit with its
+epoch and holdout score, rollout, evaluation, checkpoint) with an ETA from per-phase rates
+(:mod:`mbrl.runtime.eta`), and a summary at the end or on Ctrl-C.
 
 Nothing here reads device tensors: the model fit reports its epoch through the one host read
 per epoch that early stopping already makes.
@@ -32,11 +33,7 @@ def megabytes(nbytes: float) -> str:
 
 
 class Progress:
-    """The progress bar of one run (disabled: the text blocks still print, the bar does not).
-
-    It names what the loop is doing (``explore`` during the random steps, ``train`` after,
-    or the phase it was told) and shows the ETA it is given (:mod:`mbrl.runtime.eta`).
-    """
+    """The progress bar of one run (disabled: the text blocks still print, the bar does not)."""
 
     def __init__(self, total: int, done: int, enabled: bool, init_steps: int) -> None:
         self.enabled, self.total, self._init_steps = enabled, total, init_steps

@@ -108,8 +108,6 @@ def threads_text(threads: int, cores: int, device: str = "cpu") -> str:
         return f"torch's default threads ({torch.get_num_threads()} of {cores} cores)"
     text = f"{threads} torch thread{'s' if threads != 1 else ''}"
     if threads == 1 and cores > 1 and device == "cpu":
-        # Measured: 1.3x (Gaussian) to 1.5x (flow) faster on 2 threads on an idle 2-core
-        # machine, 3x slower when another process keeps a core busy (OpenMP spins).
         text += f" of {cores} cores: safe beside other runs; alone, threads={cores} is faster"
     return text
 

@@ -1,11 +1,7 @@
-"""One process per run folder: ``<run>/.lock`` is held (``flock``) while a run writes there.
-
-A second run pointed at the same folder (``hydra.run.dir`` reused by mistake while the first
-is running, or a resume of a run that is still going) would interleave its lines, checkpoints
-and TensorBoard events with the first one's. It stops instead, before writing anything. The
-operating system releases the lock when the holder exits, even after ``kill -9``; a process
-that ends otherwise removes the file (so a folder left by a finished run holds no ``.lock``).
-"""
+"""One process per run folder: ``<run>/.lock`` is held (``flock``) while a run writes there,
+so a second run pointed at it stops before writing anything instead of interleaving its lines,
+checkpoints and TensorBoard events with the first one's. docs/failures.md says when the lock
+is let go (by the operating system even after ``kill -9``; the file removed otherwise)."""
 
 from __future__ import annotations
 

@@ -13,25 +13,19 @@ import torch
 from mbrl.compiled import Speed
 from mbrl.config import Config
 
-# amp=auto, per component and device. CPUs: fp32 (bf16 autocast measured slower for SAC and
-# for model fits on the CPUs benchmarked). CUDA: SAC's 256-wide layers at batch 256 are too
-# small for bf16 to repay its casts, so fp32 (TF32 where allowed); the model's ensemble MLPs
-# and the rollouts' 100 000-row batches run bf16 hidden layers (with tf32=true, SAC's fp32
-# matmuls run on TF32). Measured on an H200 (docs/benchmarks.md, 2026-11-26): the graphed SAC
-# block at bf16 ran 3,467 updates/s against 3,311 at fp32, 5 %: not worth bf16's rounding in
-# the critic's targets. The model's bf16 has not been timed against fp32 on a GPU yet.
+# amp=auto, per component and device: fp32 on CPUs (bf16 autocast measured slower there); on
+# CUDA, SAC fp32 (bf16 bought its small layers 5 % on an H200, not worth its rounding in the
+# critic's targets) and bf16 hidden layers for the model's ensemble and rollouts (reasoned,
+# not timed yet): docs/benchmarks.md ("Measured: one NVIDIA H200").
 AUTO_AMP: dict[str, dict[str, str]] = {
     "cpu": {"sac": "off", "model": "off"},
     "cuda": {"sac": "off", "model": "bf16"},
 }
 
-# compile=auto rests on measurements of each kind of machine: the G-update SAC block's
-# updates/s eager and compiled, side by side (scripts/bench.py --sac-only), and the warm-up's
-# compiles with an empty inductor cache (the SAC update and the flow's fit step), seconds.
-# CPU, the 2-core CPU with nothing else running, 2026-11-27 (docs/benchmarks.md): 40.5 eager,
-# 54.9 compiled (1.36x); cold warm-up 33 s + 74 s. (Beside other jobs, load average 4-5: 39.8
-# and 56.9, a cold warm-up of 76 s + 227 s.) CUDA, an H200 (docs/benchmarks.md, 2026-11-26):
-# 216 eager, 3,311 compiled and graphed; cold warm-up 9.6 s + 23.2 s.
+# compile=auto rests on measurements of each kind of machine (docs/benchmarks.md, "compile=auto
+# on a CPU" and "Measured: one NVIDIA H200"): the G-update SAC block's updates/s eager and
+# compiled (scripts/bench.py --sac-only), and the warm-up's compiles with an empty inductor
+# cache (the SAC update and the flow's fit step), seconds, on a quiet machine.
 SAC_UPDATES_PER_S = {"cpu": (40.5, 54.9), "cuda": (216.0, 3311.0)}  # (eager, compiled)
 COLD_WARMUP_SECONDS = {"cpu": 107.0, "cuda": 33.0}
 
@@ -63,12 +57,6 @@ def resolve_amp(amp: str, device: torch.device, component: str = "sac") -> str:
     return chosen
 
 
-def sac_updates_of(cfg: Config) -> int:
-    """SAC updates a whole run makes: G per env step after the initial random steps."""
-    steps = max(cfg.total_steps - cfg.algorithm.init_steps, 0)
-    return steps * cfg.algorithm.updates_per_step
-
-
 @dataclass(frozen=True)
 class CompileChoice:
     on: bool  # torch.compile the SAC update and the model-fit step
@@ -82,7 +70,9 @@ def resolve_compile(cfg: Config, device: torch.device, world: int, amp: str) -> 
     stays outside graphs) and amp=fp16 (GradScaler reads its scale on the host)."""
     if cfg.compile == "false":
         return CompileChoice(False, False, "off (compile=false)")
-    updates, short = sac_updates_of(cfg), short_budget(cfg, device)
+    # SAC updates a whole run makes: G per env step after the initial random steps
+    updates = max(cfg.total_steps - cfg.algorithm.init_steps, 0) * cfg.algorithm.updates_per_step
+    short = short_budget(cfg, device)
     if cfg.compile == "auto":
         kind = device.type if device.type in AUTO_COMPILE_UPDATES else "cpu"
         need, (eager, compiled) = AUTO_COMPILE_UPDATES[kind], SAC_UPDATES_PER_S[kind]

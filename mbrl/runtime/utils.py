@@ -15,15 +15,10 @@ def resolve_device(name: str) -> torch.device:
 
 
 def configure_cpu(threads: int, flush_denormal: bool) -> None:
-    """Intra-op threads per process, and whether denormal floats are flushed to zero.
-
-    One thread is fastest on small shared CPUs: a multi-threaded matmul stalls whenever another
-    process keeps a core busy. x86 CPUs compute on denormals (|x| < 1.2e-38 in fp32) far slower
-    than on normal numbers, and a trained network produces them (Adam's first moment of a
-    weight whose gradient stopped decays through that range, as do gradients through saturated
-    units); docs/benchmarks.md has both measurements. Flushing sets the FTZ/DAZ
-    flags of this thread, and of the threads it starts afterwards; it is a no-op elsewhere.
-    """
+    """Intra-op threads per process, and whether denormal floats are flushed to zero (the
+    FTZ/DAZ flags of this thread and those it starts; a no-op off x86). Why each, measured:
+    docs/benchmarks.md ("Threads"; "Denormals flushed", which a trained network produces and
+    x86 computes on far slower)."""
     if threads > 0:
         torch.set_num_threads(threads)
     torch.set_flush_denormal(flush_denormal)

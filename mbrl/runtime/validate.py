@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import os
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 from omegaconf import DictConfig, OmegaConf
@@ -35,8 +35,6 @@ from mbrl.plugins import import_saved
 
 # Keys an older config left null for "the model's default" (the model's config sets them now).
 LEGACY_NULLS = ("weight_decay", "select_by", "normalize_targets")
-# The nodes whose keys are those of the class their `_target_` names (the rest: Config's).
-NODES = ("model", "agent")
 
 
 def _choice(key: str, value: Any, allowed: tuple[str, ...]) -> None:
@@ -120,10 +118,8 @@ def _check_model(m: ModelConfig) -> None:
     _at_least("model.patience", m.patience, 0, ">= 0")
     _must("model.elites", m.elites, m.elites <= m.members, f"<= model.members={m.members}")
     _must("model.holdout_ratio", m.holdout_ratio, 0 < m.holdout_ratio < 1, "in (0, 1)")
-    if not m.lr > 0 or m.weight_decay < 0:
-        raise ConfigError(
-            f"model.lr={m.lr}, model.weight_decay={m.weight_decay}: need lr > 0, weight_decay >= 0"
-        )
+    _must("model.lr", m.lr, m.lr > 0, "> 0")
+    _must("model.weight_decay", m.weight_decay, not m.weight_decay < 0, ">= 0")
     scores: tuple[str, ...] = model_class(m._target_).scores  # type: ignore[attr-defined]
     if m.select_by not in scores:
         raise ConfigError(
@@ -156,10 +152,8 @@ def _check_mbpo(c: Config) -> None:
     _choice("rewarder.mode", w.mode, REWARDER_MODES)
     _choice("mbpo.real_data", m.real_data, REAL_DATA)
     _choice("rewarder.flow.transform", w.flow.transform, ("spline", "affine"))
-    if not w.lr > 0 or w.penalty < 0:
-        raise ConfigError(
-            f"rewarder.lr={w.lr}, rewarder.penalty={w.penalty}: need lr > 0, penalty >= 0"
-        )
+    _must("rewarder.lr", w.lr, w.lr > 0, "> 0")
+    _must("rewarder.penalty", w.penalty, not w.penalty < 0, ">= 0")
 
 
 def _check_agent(a: AgentConfig) -> None:
@@ -196,8 +190,8 @@ def validate(cfg: DictConfig | dict[str, Any]) -> Config:
     profile = raw.get("profile")
     if isinstance(profile, DictConfig):  # (a config saved when epochs per fit were assumed)
         profile.pop("fit_epochs", None)
-    model, agent = (OmegaConf.select(raw, f"{n}._target_", default=None) for n in NODES)
-    schema = schema_for(model, agent)
+    model = OmegaConf.select(raw, "model._target_", default=None)
+    schema = schema_for(model, OmegaConf.select(raw, "agent._target_", default=None))
     # A key added with hydra's `+key=value` passes hydra and the merge below unnoticed.
     _refuse_unknown_keys(raw, schema, schema)
     try:
@@ -205,7 +199,6 @@ def validate(cfg: DictConfig | dict[str, Any]) -> Config:
         conf = OmegaConf.to_object(merged)
     except ConfigKeyError as err:
         _refuse_key(str(getattr(err, "full_key", "") or ""), schema)
-        raise  # (_refuse_key raises)
     except OmegaConfBaseException as err:
         key = getattr(err, "full_key", None)
         msg = str(err).splitlines()[0]
@@ -254,19 +247,18 @@ def _refuse_unknown_keys(
             _refuse_unknown_keys(node, known, root, f"{prefix}{key}.")
 
 
-def check_key(path: str, model_target: str | None = None, agent_target: str | None = None) -> None:
-    """``path`` (``a.b.c``) must be a key of the config (its ``model`` and ``agent`` nodes:
-    those of the classes ``model_target`` and ``agent_target`` name); a ConfigError names
-    the closest."""
-    root = schema_for(model_target, agent_target)
+def check_key(path: str, root: DictConfig) -> Any:
+    """The node of ``root`` (a :func:`schema_for`) at ``path`` (``a.b.c``); a ConfigError
+    names the closest key when ``path`` is not one."""
     node: Any = root
     for i, part in enumerate(path.split(".")):
         if not isinstance(node, DictConfig) or part not in node:
             _refuse_key(".".join(path.split(".")[: i + 1]), root)
         node = node._get_node(part)
+    return node
 
 
-def _refuse_key(path: str, root: DictConfig) -> None:
+def _refuse_key(path: str, root: DictConfig) -> NoReturn:
     """A ConfigError for an unknown key: the closest known one, and what is allowed there."""
     parent, _, leaf = path.rpartition(".")
     node = OmegaConf.select(root, parent) if parent else root
