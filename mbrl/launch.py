@@ -28,10 +28,9 @@ from mbrl.envs import ENVS, env_dims, make_env
 from mbrl.models import MODELS
 from mbrl.overrides import CONFIG_GROUPS, fail, override_key
 from mbrl.runtime import distributed, interrupt, runlock
+from mbrl.runtime.capacity import check_disk, check_memory
 from mbrl.runtime.checkpoint import CheckpointError, check_layout, load
-from mbrl.runtime.disk import check_disk
 from mbrl.runtime.inert_settings import inert_sweeps, swept_values
-from mbrl.runtime.memory import check_memory
 from mbrl.runtime.report import quit_text, resume_command
 from mbrl.runtime.utils import resolve_device
 from mbrl.runtime.validate import validate

@@ -19,17 +19,15 @@ from mbrl.envs.vector import make_vector_env, resolve_vector, vector_dims
 from mbrl.evaluator import EVAL_SEED, Evaluator
 from mbrl.mbpo import MBPO, Step
 from mbrl.runtime import checkpoint, distributed, interrupt, report, runlock
-from mbrl.runtime.disk import checkpoint_sizes
+from mbrl.runtime.capacity import check_memory, checkpoint_sizes
 from mbrl.runtime.eta import RunClock
 from mbrl.runtime.interrupt import StopRequest
-from mbrl.runtime.logger import Logger, SilentLogger
-from mbrl.runtime.memory import check_memory
+from mbrl.runtime.logger import Logger, SilentLogger, WandbSink
 from mbrl.runtime.progress import Progress, episodes
 from mbrl.runtime.speed import resolve_speed
 from mbrl.runtime.timer import PhaseTimer
 from mbrl.runtime.utils import configure_cpu, resolve_device, rss_mb
 from mbrl.runtime.validate import to_yaml
-from mbrl.runtime.wandb_sink import WandbSink
 from mbrl.schedule import crossed
 from mbrl.seeding import seed_everything
 

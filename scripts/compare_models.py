@@ -16,6 +16,7 @@ import argparse
 import dataclasses
 import json
 import time
+from typing import Any
 
 import torch
 
@@ -35,11 +36,10 @@ FIT_KEYS = (
 def model_configs(run: ModelConfig, max_epochs: int | None) -> dict[str, ModelConfig]:
     """The flow's and the Gaussian's configs: the run's own model as it ran, the other with
     its defaults and the run's :data:`FIT_KEYS`; ``max_epochs`` (None: the run's) for both."""
-    fit = {k: getattr(run, k) for k in FIT_KEYS}
-    out = {n: run if n == run.name else model_config(n, **fit) for n in ("flow", "gaussian")}
-    if max_epochs is None:
-        return out
-    return {n: dataclasses.replace(c, max_epochs=max_epochs) for n, c in out.items()}
+    cap: dict[str, Any] = {} if max_epochs is None else {"max_epochs": max_epochs}
+    fit = {k: getattr(run, k) for k in FIT_KEYS} | cap
+    own = dataclasses.replace(run, **cap)
+    return {n: own if n == run.name else model_config(n, **fit) for n in ("flow", "gaussian")}
 
 
 def main() -> None:

@@ -23,26 +23,9 @@ the kernels the sac and model steps compiled):
   tests    the rest, at least 150 s: the CUDA tests (pytest -m cuda), verbose, at most 90 s
                    per test, the first test of each mechanism before the others
 
-Why each limit is what it is: mbrl/bench/gpu_run.py.
-
-DIR gets at most 8 files, none over 16 MiB, none in a folder (what a GPU lease gives back),
-each written as soon as it has something to say:
-
-  summary.txt   read this first: each step's outcome and every figure (rewritten before and
-                after every step: a killed check names the step it was in)
-  summary.json  the same, as JSON
-  steps.log     each step's command and output (the tests one by one, -v)
-  versions.json, sac.json, model.json   each measuring step's figures, rewritten as soon as
-                each variant is measured (a step killed at its limit keeps what it measured)
-
-The second command, for the rest of the GPU time: a real Hopper run at MBPO's settings that
-stops cleanly after max_minutes (the minutes the lease has left, less about 1.5 for start-up
-and the last checkpoint; ckpt/last.pt is written, as after Ctrl-C) and ends with each phase's
-seconds per 1000 env steps and what ran; the run folder stays outside DIR (its checkpoints
-are GBs):
-
-  python3 scripts/train.py env=hopper env.version=v4 max_minutes=4 logger.progress=false \\
-      hydra.run.dir=/tmp/hopper > DIR/hopper.txt 2>&1; cp /tmp/hopper/metrics.jsonl DIR/
+What DIR gets (at most 8 files, each written as soon as it has something to say; read
+summary.txt first), why each limit is what it is, and the second command for the rest of the
+GPU time (a real Hopper run under max_minutes): docs/benchmarks.md, "On a GPU, run this first".
 """
 
 import os

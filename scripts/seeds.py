@@ -42,10 +42,8 @@ from mbrl.tools.seed_runs import (
 )
 from mbrl.tools.seed_speed import GpuMemory, run_speed
 
-# Runs at a time on a GPU: under MPS ten Hopper runs went 40.6 env steps/s each, 4.1x one run's
-# throughput, in ~40 GB (an H100 holds them); twenty went 1.25x more together at 62 % of ten's
-# speed each, in 86 GB (H200, 2026-11-27; docs/benchmarks.md). A 2-variant x 5-seed campaign
-# runs all at once.
+# Runs at a time on a GPU: under MPS ten Hopper runs made 4.1x one run's throughput in ~40 GB
+# (an H100 holds them), twenty only 1.25x more (docs/benchmarks.md, "Many runs on one GPU").
 GPU_PROCS = 10
 
 

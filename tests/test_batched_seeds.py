@@ -165,18 +165,17 @@ def test_memory_and_disk_checks_count_every_seed_of_a_batch(
     is refused before start, naming the seeds; one seed alone goes on."""
     import collections
 
-    import mbrl.runtime.disk as disk
-    import mbrl.runtime.memory as memory
+    import mbrl.runtime.capacity as capacity
 
     one, two = mbpo_config(), mbpo_config(batch_seeds=2)
-    need = sum(memory.buffer_bytes(one, 11, 3))
-    monkeypatch.setattr(memory, "free_bytes", lambda device: 1.5 * need / memory.HEADROOM)
-    memory.check_memory(one, 11, 3, torch.device("cpu"))
+    need = sum(capacity.buffer_bytes(one, 11, 3))
+    monkeypatch.setattr(capacity, "free_bytes", lambda device: 1.5 * need / capacity.HEADROOM)
+    capacity.check_memory(one, 11, 3, torch.device("cpu"))
     with pytest.raises(ConfigError, match="for batch_seeds=2 seeds"):
-        memory.check_memory(two, 11, 3, torch.device("cpu"))
-    total = disk.checkpoint_sizes(one, 11, 3).total
+        capacity.check_memory(two, 11, 3, torch.device("cpu"))
+    total = capacity.checkpoint_sizes(one, 11, 3).total
     usage = collections.namedtuple("usage", "total used free")
-    monkeypatch.setattr(disk.shutil, "disk_usage", lambda where: usage(0, 0, 1.5 * total))
-    disk.check_disk(one, 11, 3, str(tmp_path))
+    monkeypatch.setattr(capacity.shutil, "disk_usage", lambda where: usage(0, 0, 1.5 * total))
+    capacity.check_disk(one, 11, 3, str(tmp_path))
     with pytest.raises(ConfigError, match="for each of batch_seeds=2 seeds"):
-        disk.check_disk(two, 11, 3, str(tmp_path))
+        capacity.check_disk(two, 11, 3, str(tmp_path))

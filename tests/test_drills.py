@@ -25,8 +25,8 @@ from test_mbpo import mbpo_config
 from mbrl.config import ConfigError
 from mbrl.model_side import ModelSide
 from mbrl.runtime import checkpoint
+from mbrl.runtime.capacity import buffer_bytes, check_memory
 from mbrl.runtime.checkpoint import CheckpointError, load
-from mbrl.runtime.memory import buffer_bytes, check_memory
 from mbrl.runtime.runlock import RunFolderBusy
 from mbrl.trainer import Trainer
 
@@ -559,14 +559,14 @@ def test_buffers_that_cannot_fit_are_refused_before_any_folder(tmp_path: str) ->
 
 
 def test_largest_value_named_in_the_message_fits(monkeypatch: pytest.MonkeyPatch) -> None:
-    import mbrl.runtime.memory
+    import mbrl.runtime.capacity
 
-    monkeypatch.setattr(mbrl.runtime.memory, "free_bytes", lambda device: 3 * 2**30)
+    monkeypatch.setattr(mbrl.runtime.capacity, "free_bytes", lambda device: 3 * 2**30)
     cfg = mbpo_config(**{"rollout.batch_size": 10**9, "total_steps": 10**6})
     with pytest.raises(ConfigError) as info:
         check_memory(cfg, 11, 3, torch.device("cpu"))
     largest = int(str(info.value).rsplit(" ", 1)[1])
-    budget = mbrl.runtime.memory.HEADROOM * 3 * 2**30
+    budget = mbrl.runtime.capacity.HEADROOM * 3 * 2**30
     fits = mbpo_config(**{"rollout.batch_size": largest, "total_steps": 10**6})
     assert sum(buffer_bytes(fits, 11, 3)) <= budget
     check_memory(fits, 11, 3, torch.device("cpu"))  # no error

@@ -13,8 +13,8 @@ import torch
 from mbrl.envs.vector import make_vector_env
 from mbrl.mbpo import MBPO, Step
 from mbrl.model_side import ModelSide
+from mbrl.runtime.capacity import checkpoint_sizes
 from mbrl.runtime.checkpoint import load
-from mbrl.runtime.disk import checkpoint_sizes
 from mbrl.schedule import rollout_length
 from mbrl.trainer import Trainer
 

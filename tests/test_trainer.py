@@ -176,7 +176,7 @@ def test_snapshots_hold_no_buffers_and_the_estimate_fits_the_files(tmp_path: str
     start block's estimate of the files is within 25 % of what the run leaves: the pool as
     the schedule leaves it (here 3 phases of 20 000 one-step rollouts), not its allocation
     (for 4-step rollouts and 10 phases kept: 800 000 rows)."""
-    from mbrl.runtime.disk import checkpoint_sizes, pool_rows
+    from mbrl.runtime.capacity import checkpoint_sizes, pool_rows
 
     run = os.path.join(tmp_path, "run")
     kw = {
@@ -207,7 +207,7 @@ def test_snapshots_hold_no_buffers_and_the_estimate_fits_the_files(tmp_path: str
 def test_a_run_whose_checkpoints_cannot_fit_on_the_disk_is_refused(tmp_path: str) -> None:
     """10 million evaluations' snapshots: more than any disk here; refused before start."""
     from mbrl.config import ConfigError
-    from mbrl.runtime.disk import check_disk
+    from mbrl.runtime.capacity import check_disk
 
     cfg = tiny_config("pendulum", total_steps=10_000_000, **{"eval.every": 1})
     with pytest.raises(ConfigError, match=r"checkpoints would take .* free: .*snapshots=false"):

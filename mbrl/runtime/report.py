@@ -15,11 +15,10 @@ from mbrl.config import Config
 from mbrl.envs import env_spec
 from mbrl.envs.vector import resolve_vector
 from mbrl.mbpo import MBPO
+from mbrl.runtime.capacity import CheckpointSizes, buffer_bytes
 from mbrl.runtime.checkpoint import CheckpointManager
-from mbrl.runtime.disk import CheckpointSizes
 from mbrl.runtime.inert_settings import warnings_for
 from mbrl.runtime.interrupt import STARTING
-from mbrl.runtime.memory import buffer_bytes
 from mbrl.runtime.progress import duration, episodes, megabytes, start_block
 from mbrl.runtime.timer import PhaseTimer
 
