@@ -93,6 +93,10 @@ def test_time_left_keeps_the_runs_own_caps() -> None:
         == {"env", "sac", "eval", "checkpoint"}
         == phases_left(_cfg(**{"algorithm.name": "sac"}), 0)
     )
+    # No SAC updates at all: no SAC phase to time, so none the estimate waits for.
+    no_updates = _cfg(**{"algorithm.updates_per_step": 0})
+    assert "sac" not in set(time_left(no_updates, 0, RATES, FitEpochs(7, 7)))
+    assert set(time_left(no_updates, 0, RATES, FitEpochs(7, 7))) == phases_left(no_updates, 0)
 
 
 def _fit(rows: int, epochs: float) -> dict[str, float]:

@@ -86,10 +86,10 @@ def time_left(
 
 def phases_left(cfg: Config, env_steps: int) -> set[str]:
     """The phases :func:`time_left` counts work for (without counting it)."""
-    total, init = run_length(cfg), cfg.algorithm.init_steps
+    total, init, g = run_length(cfg), cfg.algorithm.init_steps, cfg.algorithm.updates_per_step
     if env_steps >= total:
         return set()
-    out = {"env", "eval", "checkpoint"} | ({"sac"} if total > max(env_steps, init) else set())
+    out = {"env", "eval", "checkpoint"} | ({"sac"} if total > max(env_steps, init) and g else set())
     if cfg.algorithm.name == "mbpo" and model_phase_steps(cfg, env_steps):
         out |= {"model", "rollout"} | ({"rewarder"} if cfg.rewarder.mode != "none" else set())
     return out
