@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
-from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -108,7 +107,7 @@ def _gb(nbytes: float) -> str:
 STATE_OVERHEAD = 1 << 20  # counters, RNG and env states, pickling: about a megabyte
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class CheckpointSizes:
     full: int  # last.pt and ckpt_best.pt at the end of the run (bytes)
     snapshot: int  # one iteration_<N>.pt
