@@ -18,6 +18,12 @@ def run_length(cfg: Config) -> int:
     return -(-cfg.total_steps // n) * n
 
 
+def sac_updates(cfg: Config, env_steps: int = 0) -> int:
+    """SAC updates from ``env_steps`` to the run's end: G per env step after the random ones."""
+    g = cfg.algorithm.updates_per_step
+    return max(run_length(cfg) - max(env_steps, cfg.algorithm.init_steps), 0) * g
+
+
 def mbpo_epoch(env_steps: int, cfg: Config) -> int:
     """MBPO's epoch counter: epochs of ``epoch_length`` env steps *after* the initial random
     exploration (mbpo.py's ``_epoch`` starts at 0 once ``init_steps`` are collected)."""

@@ -26,10 +26,11 @@ import time
 from typing import Any
 
 from mbrl.envs.vector import CORES_ENV
+from mbrl.runtime.utils import write_atomic
 from mbrl.tools.mps import MODES, Mps, wanted
 from mbrl.tools.mps import start as start_mps
 from mbrl.tools.plotting import load_reference
-from mbrl.tools.seed_report import load_settings, write_atomic, write_report
+from mbrl.tools.seed_report import load_settings, write_report
 from mbrl.tools.seed_runs import (
     ROOT,
     Job,

@@ -193,6 +193,9 @@ def test_compile_auto_compiles_runs_long_enough_to_repay_the_warm_up() -> None:
     forced = tiny_config(compile="true")
     assert resolve_compile(forced, cpu, 1, "off").on
     assert not resolve_compile(tiny_config(compile="false"), cpu, 1, "off").on
+    # the count is the run's own (as the ETA counts it): 3 env copies round 1001 steps up to 1002
+    copies = tiny_config(total_steps=1001, **{**g, "env.num_envs": 3})
+    assert f"(auto: {(1002 - 100) * 20:,} SAC updates" in resolve_compile(copies, cpu, 1, "off").why
 
 
 def test_compile_auto_never_picks_a_path_measured_slower(monkeypatch: pytest.MonkeyPatch) -> None:

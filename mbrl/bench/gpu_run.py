@@ -338,9 +338,8 @@ def warm(r: dict[str, Any]) -> str:
 
 
 def captured(r: dict[str, Any]) -> str:
-    if "graph_captured" not in r:
-        return ""
-    return f"; graph captured: {'yes' if r['graph_captured'] else 'no'}"
+    got = r.get("graph_captured")
+    return "" if got is None else f"; graph captured: {'yes' if got else 'no'}"
 
 
 def profile_lines(prof: dict[str, Any]) -> list[str]:

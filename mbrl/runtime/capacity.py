@@ -1,12 +1,6 @@
-"""Will the run fit? Checked before anything is allocated or written.
-
-Memory (docs/usage.md): the real buffer and MBPO's model pool are allocated once, at full size,
-on the training device, so a setting that cannot fit (``rollout.batch_size=1000000000000``) is
-refused with one message that names the key, the figure and the largest value that fits,
-instead of failing in an allocation. Disk: the checkpoints' size follows from the networks'
-parameters and the rows the buffers hold at the run's end, counted as docs/failures.md ("What
-a checkpoint file holds") says; a run whose checkpoints would not fit is refused.
-"""
+"""Will the run fit? Checked before anything is allocated or written: its buffers in memory
+(allocated once, at full size: a value that cannot fit is refused naming the largest that does;
+docs/usage.md) and its checkpoints on disk (docs/failures.md, "What a checkpoint file holds")."""
 
 from __future__ import annotations
 

@@ -20,7 +20,13 @@ from mbrl.config import Config
 from mbrl.models.training import holdout_rows
 from mbrl.runtime.progress import Progress, duration
 from mbrl.runtime.timer import PhaseTimer
-from mbrl.schedule import first_model_phase, model_phase_steps, rollout_length, run_length
+from mbrl.schedule import (
+    first_model_phase,
+    model_phase_steps,
+    rollout_length,
+    run_length,
+    sac_updates,
+)
 
 # The phases projected (each timed as the timer phase of its name) and their names in the
 # estimate; units: an env step, a SAC update, a training row through one epoch of a fit, a
@@ -70,10 +76,10 @@ def time_left(
     """Seconds per phase from ``env_steps`` to the run's end (0: the whole run); ``rates``:
     seconds per unit of work, per phase (one env copy's schedule; phases with no work left
     are left out)."""
-    total, init, g = run_length(cfg), cfg.algorithm.init_steps, cfg.algorithm.updates_per_step
+    total = run_length(cfg)
     left = {
         "env": float(total - env_steps),
-        "sac": float(max(total - max(env_steps, init), 0) * g),
+        "sac": float(sac_updates(cfg, env_steps)),
         "checkpoint": float(evaluations(cfg, env_steps)),
     }
     left["eval"] = left["checkpoint"] * cfg.eval.episodes
@@ -86,10 +92,9 @@ def time_left(
 
 def phases_left(cfg: Config, env_steps: int) -> set[str]:
     """The phases :func:`time_left` counts work for (without counting it)."""
-    total, init, g = run_length(cfg), cfg.algorithm.init_steps, cfg.algorithm.updates_per_step
-    if env_steps >= total:
+    if env_steps >= run_length(cfg):
         return set()
-    out = {"env", "eval", "checkpoint"} | ({"sac"} if total > max(env_steps, init) and g else set())
+    out = {"env", "eval", "checkpoint"} | ({"sac"} if sac_updates(cfg, env_steps) else set())
     if cfg.algorithm.name == "mbpo" and model_phase_steps(cfg, env_steps):
         out |= {"model", "rollout"} | ({"rewarder"} if cfg.rewarder.mode != "none" else set())
     return out
@@ -109,8 +114,7 @@ def _model_phases(
         n = epochs.first if step == first else epochs.later_at(rows, least)
         fit = rows * (n if cap is None else min(n, cap)) * rates["model"]
         out["model"] += fit if limit is None else min(fit, limit)
-        length = rollout_length(step, cfg)
-        out["rollout"] += cfg.rollout.batch_size * length * rates["rollout"]
+        out["rollout"] += cfg.rollout.batch_size * rollout_length(step, cfg) * rates["rollout"]
         if cfg.rewarder.mode != "none":
             out["rewarder"] += rates["rewarder"]
     return out

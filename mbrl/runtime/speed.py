@@ -12,6 +12,7 @@ import torch
 
 from mbrl.compiled import Speed
 from mbrl.config import Config
+from mbrl.schedule import sac_updates
 
 # amp=auto, per component and device: fp32 on CPUs (bf16 autocast measured slower there); on
 # CUDA, SAC fp32 (bf16 bought its small layers 5 % on an H200, not worth its rounding in the
@@ -70,8 +71,7 @@ def resolve_compile(cfg: Config, device: torch.device, world: int, amp: str) -> 
     stays outside graphs) and amp=fp16 (GradScaler reads its scale on the host)."""
     if cfg.compile == "false":
         return CompileChoice(False, False, "off (compile=false)")
-    # SAC updates a whole run makes: G per env step after the initial random steps
-    updates = max(cfg.total_steps - cfg.algorithm.init_steps, 0) * cfg.algorithm.updates_per_step
+    updates = sac_updates(cfg)
     short = short_budget(cfg, device)
     if cfg.compile == "auto":
         kind = device.type if device.type in AUTO_COMPILE_UPDATES else "cpu"

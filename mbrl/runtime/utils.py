@@ -1,4 +1,5 @@
-"""Process set-up: device choice, torch threads, memory read-out (seeding: mbrl/seeding.py)."""
+"""Process set-up: device choice, torch threads, memory read-out (seeding: mbrl/seeding.py);
+report files written whole."""
 
 from __future__ import annotations
 
@@ -34,3 +35,10 @@ def rss_mb() -> float:
         import resource
 
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def write_atomic(path: str, text: str) -> None:
+    """``text`` to ``path`` through a temporary file: a reader sees the old or the new file."""
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(path + ".tmp", path)

@@ -23,7 +23,7 @@ from mbrl.config import Config
 from mbrl.runtime.eta import whole_run, whole_run_text
 from mbrl.runtime.speed import resolve_amp, resolve_compile
 from mbrl.runtime.timer import PhaseTimer
-from mbrl.runtime.utils import resolve_device
+from mbrl.runtime.utils import resolve_device, write_atomic
 from mbrl.schedule import first_model_phase
 from mbrl.tools.plotting import read_metrics
 from mbrl.trainer import Trainer
@@ -153,8 +153,8 @@ def run_profile(cfg: Config, run_dir: str) -> dict[str, Any]:
         "fit_epochs": [work.first_epochs, *([work.later[1]] if work.later[0] else [])],
         "model_epochs_cap": cap,
     }
-    _write(out_dir, "phases.txt", table)
-    _write(out_dir, "ops.txt", ops)
+    write_atomic(os.path.join(out_dir, "phases.txt"), table + "\n")
+    write_atomic(os.path.join(out_dir, "ops.txt"), ops + "\n")
     summary = {
         "wall_seconds": wall,
         "device": str(trainer.device),
@@ -163,7 +163,7 @@ def run_profile(cfg: Config, run_dir: str) -> dict[str, Any]:
         "projection": {"seconds": projected, "fit_epochs": epochs},
         "compile_warmup_s": {k: c.seconds for k, c in trainer.compiled.items()},
     }
-    _write(out_dir, "phases.json", json.dumps(summary, indent=2))
+    write_atomic(os.path.join(out_dir, "phases.json"), json.dumps(summary, indent=2) + "\n")
     warm = "".join(f", {k} compiled in {c.seconds or 0:.1f} s" for k, c in trainer.compiled.items())
     print(
         f"\n{window_text(cfg, window)}\ndevice {trainer.device}{warm} (before the window)\n"
@@ -194,11 +194,6 @@ def window_text(cfg: Config, window: dict[str, Any]) -> str:
         )
     text += f"; the profiler recorded from env step {window['recorded_from']:,} on"
     return text + ". Its shares below are the window's, not a run's: see the projection."
-
-
-def _write(out_dir: str, name: str, text: str) -> None:
-    with open(os.path.join(out_dir, name), "w", encoding="utf-8") as f:
-        f.write(text + "\n")
 
 
 @contextlib.contextmanager

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from mbrl.runtime.utils import write_atomic
 from mbrl.tools.figures import plot_curves
 from mbrl.tools.plotting import Reference, Run, Setting, load_run
 from mbrl.tools.seed_speed import speed_lines
@@ -157,13 +158,6 @@ def bundle(out: str, runs: list[Run]) -> None:
                 file = os.path.join(run.path, rel)
                 if os.path.isfile(file):
                     tar.add(file, arcname=os.path.relpath(file, os.path.dirname(top)))
-    os.replace(path + ".tmp", path)
-
-
-def write_atomic(path: str, text: str) -> None:
-    """``text`` to ``path`` through a temporary file: a reader sees the old or the new file."""
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        f.write(text)
     os.replace(path + ".tmp", path)
 
 
