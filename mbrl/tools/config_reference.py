@@ -22,6 +22,7 @@ from mbrl.agents import AGENTS
 from mbrl.config import AgentConfig, Config, ModelConfig
 from mbrl.envs import ENVS, env_dims, make_env, termination
 from mbrl.models import MODELS
+from mbrl.tools.plotting import flat
 
 HEADER = """# Config reference
 
@@ -157,7 +158,7 @@ def settings_lines() -> list[str]:
     algorithms = dict.fromkeys(a for spec in ENVS.values() for a in spec.settings)
     sections = list(dict.fromkeys(k.split(".")[0] for k in defaults()))  # Config's order
     for algorithm in algorithms:
-        envs = {n: _flat(s.settings[algorithm]) for n, s in ENVS.items() if algorithm in s.settings}
+        envs = {n: flat(s.settings[algorithm]) for n, s in ENVS.items() if algorithm in s.settings}
         found = dict.fromkeys(k for values in envs.values() for k in values)
         keys = sorted(found, key=lambda k: sections.index(k.split(".")[0]))  # (stable)
         lines += ["", f"### `algorithm={algorithm}`", ""]
@@ -180,15 +181,4 @@ def markdown() -> str:
 
 def defaults() -> dict[str, Any]:
     """Every leaf key's default, as plain values (for tests that read the README's table)."""
-    return _flat(OmegaConf.to_container(OmegaConf.structured(Config())))
-
-
-def _flat(node: Any, prefix: str = "") -> dict[str, Any]:
-    """``{"a": {"b": 1}}`` -> ``{"a.b": 1}``."""
-    flat: dict[str, Any] = {}
-    for k, v in node.items():
-        if isinstance(v, dict) and v:  # (an empty mapping, `plugins`, is a value)
-            flat |= _flat(v, f"{prefix}{k}.")
-        else:
-            flat[f"{prefix}{k}"] = v
-    return flat
+    return flat(OmegaConf.to_container(OmegaConf.structured(Config())))

@@ -95,7 +95,7 @@ def load_run(path: str) -> Run:
     config: dict[str, object] = {}
     if os.path.isfile(cfg_path):
         container = OmegaConf.to_container(OmegaConf.load(cfg_path), resolve=True)
-        config = _flatten(dict(container) if isinstance(container, dict) else {})
+        config = flat(dict(container) if isinstance(container, dict) else {})
     return Run(path, config, rows, _overrides(path))
 
 
@@ -109,14 +109,14 @@ def _overrides(path: str) -> dict[str, str] | None:
     return {p[0]: p[1] if len(p) > 1 else "" for p in pairs}
 
 
-def _flatten(d: dict[Any, Any], prefix: str = "") -> dict[str, object]:
-    out: dict[str, object] = {}
-    for k, v in d.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict):
-            out.update(_flatten(v, key + "."))
+def flat(node: Any, prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}}`` -> ``{"a.b": 1}``."""
+    out: dict[str, Any] = {}
+    for k, v in node.items():
+        if isinstance(v, dict) and v:  # (an empty mapping, `plugins`, is a value)
+            out |= flat(v, f"{prefix}{k}.")
         else:
-            out[key] = v
+            out[f"{prefix}{k}"] = v
     return out
 
 
