@@ -10,6 +10,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
+from mbrl.agents import build_agent
 from mbrl.config import Config
 from mbrl.envs import ENVS
 from mbrl.runtime.checkpoint import CheckpointError, load
@@ -201,6 +202,29 @@ def test_snapshots_hold_no_buffers_and_the_estimate_fits_the_files(tmp_path: str
     assert 0.75 < size["iteration_400.pt"] / est.snapshot < 1.25
     assert 0.75 < size["last.pt"] / est.full < 1.25
     assert sorted(size) == ["ckpt_best.pt", "iteration_200.pt", "iteration_400.pt", "last.pt"]
+    assert 0.75 < sum(size.values()) / est.total < 1.25
+
+
+def test_snapshots_before_the_first_update_are_estimated_without_optimizer_state(
+    tmp_path: str,
+) -> None:
+    """Adam holds no moments before its first step: a snapshot during the random steps holds
+    the weights alone, and the estimate counts it so (each file within 25 %, as above; the
+    fixed allowance for counters and states is most of the error on networks this small)."""
+    from mbrl.runtime.capacity import checkpoint_sizes
+
+    run = os.path.join(tmp_path, "run")
+    cfg = tiny_config("pendulum", **{"algorithm.init_steps": 250, "agent.hidden_sizes": [512, 512]})
+    Trainer(cfg, run).run()
+    size = {n: os.path.getsize(os.path.join(run, "ckpt", n)) for n in os.listdir(run + "/ckpt")}
+    est = checkpoint_sizes(cfg, 3, 1)
+    assert est.snapshots == 2 and est.early[0] == 1  # at 200 (random steps), at 400
+    assert 0.75 < size["iteration_200.pt"] / est.early[1] < 1.25
+    assert 0.75 < size["iteration_400.pt"] / est.snapshot < 1.25
+    # the difference is Adam's two fp32 moments of the actor and the critic (not the target)
+    agent = build_agent(3, 1, cfg.agent)
+    moments = 8 * sum(p.numel() for m in (agent.actor, agent.critic) for p in m.parameters())
+    assert 0.95 < (size["iteration_400.pt"] - size["iteration_200.pt"]) / moments < 1.05
     assert 0.75 < sum(size.values()) / est.total < 1.25
 
 

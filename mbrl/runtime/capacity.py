@@ -106,19 +106,23 @@ class CheckpointSizes:
     full: int  # last.pt and ckpt_best.pt at the end of the run (bytes)
     snapshot: int  # one iteration_<N>.pt
     snapshots: int  # how many the run writes
+    early: tuple[int, int] = (0, 0)  # (how many, bytes each) of those before the first update
 
     @property
     def total(self) -> int:
-        return 2 * self.full + self.snapshots * self.snapshot
+        count, size = self.early
+        return 2 * self.full + (self.snapshots - count) * self.snapshot + count * size
 
     def text(self) -> str:
         """One line for the start block."""
         if not self.snapshots:
             return f"~{megabytes(self.total)} by the end (last.pt, ckpt_best.pt)"
+        count, size = self.early
+        early = f" (the first {count}, before any update, ~{megabytes(size)})" if count else ""
         return (
             f"~{megabytes(self.total)} by the end: last.pt and ckpt_best.pt "
             f"~{megabytes(self.full)} each, {self.snapshots} snapshots of "
-            f"~{megabytes(self.snapshot)}"
+            f"~{megabytes(self.snapshot)}{early}"
         )
 
 
@@ -144,20 +148,27 @@ def checkpoint_sizes(cfg: Config, obs_dim: int, act_dim: int) -> CheckpointSizes
     """The checkpoint files of a run with ``cfg``, at its end (the ranks of a torchrun run
     share its transitions: their buffers hold as many rows together as one process's)."""
     agent = build_agent(obs_dim, act_dim, cfg.agent)
-    # fp32 weights and Adam's two moments; the critic's target copy (an agent may have none)
-    target = 0 if agent.critic_target is None else _params(agent.critic_target)
-    floats = 3 * _params(agent.actor) + 3 * _params(agent.critic) + target
+    trained = [agent.actor, agent.critic]  # (with Adam's two moments once they have stepped)
     if cfg.algorithm.name == "mbpo":
-        floats += 3 * _params(DynamicsModel(obs_dim, act_dim, cfg.model))
+        trained.append(DynamicsModel(obs_dim, act_dim, cfg.model))
         if cfg.rewarder.mode != "none":
-            floats += 3 * _params(Rewarder(obs_dim, act_dim, cfg.rewarder, agent.device).flows)
-    slim = 4 * floats + STATE_OVERHEAD
+            trained.append(Rewarder(obs_dim, act_dim, cfg.rewarder, agent.device).flows)
+    # fp32 weights; the critic's target copy (an agent may have none)
+    target = 0 if agent.critic_target is None else _params(agent.critic_target)
+    weights = sum(_params(m) for m in trained) + target
+    slim = 4 * (weights + 2 * sum(_params(m) for m in trained)) + STATE_OVERHEAD
     # (the real buffer's rows as allocated, less the spare row of its ring: not stored)
     real = buffer_bytes(cfg, obs_dim, act_dim)[0] - row_bytes(obs_dim, act_dim, False)
     pool = pool_rows(cfg) * row_bytes(obs_dim, act_dim, True) if cfg.checkpoint.pool else 0
     full = slim + real + pool
     count = evaluations(cfg) if cfg.checkpoint.snapshots else 0
-    return CheckpointSizes(full, full if cfg.checkpoint.buffer_in_snapshots else slim, count)
+    if cfg.checkpoint.buffer_in_snapshots:
+        return CheckpointSizes(full, full, count)
+    # the optimizers hold no state before their first step: snapshots up to the random steps'
+    # end hold the weights alone
+    init = cfg.algorithm.init_steps
+    early = count - (evaluations(cfg, init + 1) if count and init < run_length(cfg) else 0)
+    return CheckpointSizes(full, slim, count, (early, 4 * weights + STATE_OVERHEAD))
 
 
 def check_disk(cfg: Config, obs_dim: int, act_dim: int, run_dir: str) -> CheckpointSizes:
