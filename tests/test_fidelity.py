@@ -680,8 +680,13 @@ def test_sac_networks_start_as_softlearnings(how: str) -> None:
     nn.Linear's default (+-1/sqrt(fan_in), biases too)."""
     torch.manual_seed(0)
     sac = SAC(11, 3, SACConfig(init=how))
-    layers = [(m.weight, m.bias, m.in_features, m.out_features) for m in sac.actor.linears]
-    layers += [(m.weight, m.bias, m.in_dim, m.out_dim) for m in sac.critic.linears]
+    layers = [
+        (m.weight.detach(), m.bias.detach(), m.in_features, m.out_features)
+        for m in sac.actor.linears
+    ]
+    layers += [
+        (m.weight.detach(), m.bias.detach(), m.in_dim, m.out_dim) for m in sac.critic.linears
+    ]
     assert len(layers) == 6
     for weight, bias, fan_in, fan_out in layers:
         if how == "glorot":
