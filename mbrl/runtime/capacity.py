@@ -154,9 +154,9 @@ def checkpoint_sizes(cfg: Config, obs_dim: int, act_dim: int) -> CheckpointSizes
         if cfg.rewarder.mode != "none":
             trained.append(Rewarder(obs_dim, act_dim, cfg.rewarder, agent.device).flows)
     # fp32 weights; the critic's target copy (an agent may have none)
-    target = 0 if agent.critic_target is None else _params(agent.critic_target)
-    weights = sum(_params(m) for m in trained) + target
-    slim = 4 * (weights + 2 * sum(_params(m) for m in trained)) + STATE_OVERHEAD
+    moved = sum(_params(m) for m in trained)
+    weights = moved + (0 if agent.critic_target is None else _params(agent.critic_target))
+    slim = 4 * (weights + 2 * moved) + STATE_OVERHEAD
     # (the real buffer's rows as allocated, less the spare row of its ring: not stored)
     real = buffer_bytes(cfg, obs_dim, act_dim)[0] - row_bytes(obs_dim, act_dim, False)
     pool = pool_rows(cfg) * row_bytes(obs_dim, act_dim, True) if cfg.checkpoint.pool else 0
