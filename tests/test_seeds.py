@@ -16,6 +16,7 @@ import time
 import numpy as np
 import pytest
 
+from mbrl.tools.plotting import read_metrics
 from mbrl.tools.seed_runs import (
     Batch,
     Job,
@@ -80,12 +81,18 @@ def test_report_matches_the_runs_and_a_rerun_continues(tmp_path: str) -> None:
 
     # the same command for one of the runs, further: it continues (the others stay as they are)
     before = {k: _evals(p) for k, p in runs.items()}
+    path = runs["torch", 1]  # killed past its checkpoint: it logged a step it cannot resume at
+    with open(os.path.join(path, "metrics.jsonl"), "a", encoding="utf-8") as f:
+        f.write(json.dumps({"step": 250, "time": time.time(), "learner/q_loss": 1.0}) + "\n")
+    job = Job(Variant(("agent.init=torch",)), 1, path)
+    assert (job.steps(), job.logged()) == (200, 250)
     one = ["--seeds", "1", "--vary", "agent.init=torch"]
     again = seeds(out, *one, "--steps", "300")
     assert again.returncode == 0, again.stderr
     assert "agent.init-torch/seed_1 continues at step 200 -> 300" in again.stderr, again.stderr
-    path = runs["torch", 1]
     after = _evals(path)
+    rows = read_metrics(os.path.join(path, "metrics.jsonl"))
+    assert not any(r.get("learner/q_loss") == 1.0 for r in rows)  # (the resume dropped it)
     assert sorted(after) == [100, 200, 300]
     assert {s: after[s] for s in (100, 200)} == before["torch", 1]  # continued, not restarted
     assert any(d.startswith("resume_") for d in os.listdir(os.path.join(path, ".hydra")))

@@ -58,10 +58,20 @@ class Job:
         return f"{self.variant.folder}/seed_{self.seed}"
 
     def steps(self) -> int:
-        """Env steps the run can continue from: its last logged step, if it has a checkpoint
-        (train.py always logs and checkpoints its last step)."""
-        if not os.path.isfile(os.path.join(self.path, "ckpt", "last.pt")):
+        """Env steps the run continues from: its checkpoint's (0 without one). Not its metrics'
+        last step: a process killed between checkpoints logged past its last one."""
+        path = os.path.join(self.path, "ckpt", "last.pt")
+        if not os.path.isfile(path):
             return 0
+        from mbrl.runtime import checkpoint  # (torch: only once a run has a checkpoint)
+
+        try:  # (mmap: the small pickle is read, not the tensors)
+            return int(checkpoint.load(path, mmap=True)["step"])
+        except checkpoint.CheckpointError:
+            return 0  # (its resume says what is wrong with the file)
+
+    def logged(self) -> int:
+        """Its last logged env step: where a running run is."""
         metrics = os.path.join(self.path, "metrics.jsonl")
         rows = read_metrics(metrics) if os.path.isfile(metrics) else []
         return int(rows[-1]["step"]) if rows else 0
@@ -94,6 +104,9 @@ class Batch:
 
     def steps(self) -> int:
         return min(j.steps() for j in self.jobs)
+
+    def logged(self) -> int:
+        return min(j.logged() for j in self.jobs)
 
     def command(
         self, base: list[str], target: int, threads: int, minutes: float | None
@@ -159,7 +172,7 @@ class Pool:
                     self.stop("the budget is spent")
                 self._kill_overdue()
                 if time.time() - self._changed >= self.every:  # where each running run is
-                    now = [f"{job.name} at {job.steps():,}" for job, _, _ in self.active.values()]
+                    now = [f"{job.name} at {job.logged():,}" for job, _, _ in self.active.values()]
                     self.say(f"{time.strftime('%H:%M')} running: " + ("; ".join(now) or "none"))
                     self._report()
                 time.sleep(0.5)
