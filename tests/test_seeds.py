@@ -15,7 +15,9 @@ import time
 
 import numpy as np
 import pytest
+import torch
 
+from mbrl.runtime import checkpoint
 from mbrl.tools.plotting import read_metrics
 from mbrl.tools.seed_runs import (
     Batch,
@@ -219,11 +221,10 @@ def test_batches_group_each_variants_seeds_that_are_at_one_step(tmp_path: str) -
         for s in range(3)
         for v in (flow, gauss)
     ]
-    ahead = jobs[3].path  # gaussian seed 1: a checkpoint at step 500
+    ahead = jobs[3].path  # gaussian seed 1: a checkpoint at step 500 (what seeds.py reads of it)
     os.makedirs(os.path.join(ahead, "ckpt"))
-    open(os.path.join(ahead, "ckpt", "last.pt"), "wb").close()
-    with open(os.path.join(ahead, "metrics.jsonl"), "w", encoding="utf-8") as f:
-        f.write('{"step": 500}\n')
+    head = {"format": checkpoint.FORMAT_VERSION, "env": "hopper", "step": 500}
+    torch.save(head, os.path.join(ahead, "ckpt", "last.pt"))
     units, said = batches(jobs, 2)
     names = [u.name for u in units]
     assert names == ["model-flow/seeds_0,1", "model-flow/seed_2", "model-gaussian/seed_0",
