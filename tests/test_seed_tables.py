@@ -48,6 +48,8 @@ def test_the_report_matches_the_runs(campaign: str, tmp_path: str) -> None:
     write_report(str(tmp_path), settings, [], load_reference(REFERENCE), "# bundle")
     with open(os.path.join(tmp_path, "summary.json"), encoding="utf-8") as f:
         report = json.load(f)
+    with open(os.path.join(tmp_path, "summary.md"), encoding="utf-8") as f:
+        assert "one process alone" not in f.read()  # no invocation ran these: no speed lines
     runs = {m: [_evals(p) for p in paths[m]] for m in MODELS}
     for m in MODELS:
         cells_ = report["variants"][f"model={m}"]

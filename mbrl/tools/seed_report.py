@@ -138,8 +138,12 @@ def write_report(
     runs' metrics first, what a short-lived machine must bring back whatever follows."""
     os.makedirs(out, exist_ok=True)
     bundle(out, [r for s in settings for r in s.runs])
-    speed = "\n".join([*throughput(invocations), solo_rate(invocations), *speed_lines(invocations)])
-    md = "\n\n".join([header, tables(settings, reference), speed])
+    parts = [header, tables(settings, reference)]
+    if invocations:  # (none: a report over folders this command did not run, e.g. a joint A/B)
+        parts.append(
+            "\n".join([*throughput(invocations), solo_rate(invocations), *speed_lines(invocations)])
+        )
+    md = "\n\n".join(parts)
     write_atomic(os.path.join(out, "summary.md"), md + "\n")
     summary = _json(settings) | {"invocations": invocations}
     write_atomic(os.path.join(out, "summary.json"), json.dumps(summary, indent=1) + "\n")
