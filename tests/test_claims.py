@@ -1,5 +1,6 @@
-"""The README's stand-still counts and their p-values, recomputed from the committed metrics
-bundles of E2 and E3 (docs/ab): a changed bundle or a changed sentence fails here."""
+"""The README's learning claims recomputed from the committed metrics bundles (docs/ab): the
+Hopper stand-still counts of E2 and E3 with their p-values, and the pendulums' MBPO-against-SAC
+counts and means. A changed bundle or a changed sentence fails here."""
 
 from __future__ import annotations
 
@@ -7,33 +8,45 @@ import json
 import os
 import tarfile
 
+import numpy as np
 from scipy.stats import fisher_exact
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 E2 = os.path.join(ROOT, "docs", "ab", "e2_sac_cpu", "metrics.tar.gz")
 E3 = os.path.join(ROOT, "docs", "ab", "e3_v4_v5_cpu", "metrics.tar.gz")
+PENDULUMS = os.path.join(ROOT, "docs", "ab", "pendulums_cpu")
 SAC = "algorithm-sac_algorithm.updates_per_step-20_agent.target_entropy--1"
 WINDOW = range(6000, 10001, 1000)  # after Hopper's 5000 random steps, to the A/Bs' end
 LIMIT = 1000  # Hopper's episode length limit
 
 
-def full_length(bundle: str, variant: str) -> tuple[int, int]:
-    """(evaluations in WINDOW whose every episode ran LIMIT steps, evaluations in WINDOW) over
-    the variant's seeds, read from each run's metrics.jsonl in the bundle."""
-    full = total = 0
+def evaluations(bundle: str, variant: str) -> list[dict[int, tuple[float, float]]]:
+    """Per seed of the variant: step -> (return, mean episode length), read from each run's
+    metrics.jsonl in the bundle."""
+    seeds = []
     with tarfile.open(bundle) as tar:
-        for member in tar.getmembers():
+        for member in sorted(tar.getmembers(), key=lambda m: m.name):
             parts = member.name.split("/")
             if parts[-1] != "metrics.jsonl" or parts[-3] != variant:
                 continue
             f = tar.extractfile(member)
             assert f is not None
-            for line in f.read().decode().splitlines():
-                row = json.loads(line)
-                if row.get("eval/return_mean") is not None and row["step"] in WINDOW:
-                    total += 1
-                    full += row["eval/episode_length_mean"] >= LIMIT
-    return full, total
+            rows = [json.loads(line) for line in f.read().decode().splitlines()]
+            seeds.append(
+                {
+                    r["step"]: (r["eval/return_mean"], r["eval/episode_length_mean"])
+                    for r in rows
+                    if r.get("eval/return_mean") is not None
+                }
+            )
+    return seeds
+
+
+def full_length(bundle: str, variant: str) -> tuple[int, int]:
+    """(evaluations in WINDOW whose every episode ran LIMIT steps, evaluations in WINDOW) over
+    the variant's seeds."""
+    at = [e[step] for e in evaluations(bundle, variant) for step in WINDOW if step in e]
+    return sum(length >= LIMIT for _, length in at), len(at)
 
 
 def p_value(a: tuple[int, int], b: tuple[int, int]) -> str:
@@ -55,5 +68,42 @@ def test_the_readmes_stand_still_counts_are_the_bundles() -> None:
         f"Hopper-v4 {v4[0]} of {v4[1]} (p = {p_value(v4, sac)} against SAC)",
         f"{v5[0]} of {v5[1]} (p = {p_value(v5, sac)} against SAC, p = {p_value(v5, v4)} "
         "against v4)",
+    ]:
+        assert sentence in readme
+
+
+def _minus(text: str) -> str:
+    return text.replace("-", "−")
+
+
+def test_the_readmes_pendulum_claims_are_the_bundles() -> None:
+    def returns(env: str, algorithm: str, step: int) -> list[float]:
+        bundle = os.path.join(PENDULUMS, env, "metrics.tar.gz")
+        runs = evaluations(bundle, f"algorithm-{algorithm}")
+        assert len(runs) == 5
+        return [e[step][0] for e in runs]
+
+    def solved(env: str, algorithm: str, step: int, target: float) -> int:
+        return sum(r >= target for r in returns(env, algorithm, step))
+
+    def mean_std(env: str, algorithm: str, step: int) -> str:
+        r = returns(env, algorithm, step)
+        return _minus(f"{np.mean(r):.0f} ± {np.std(r, ddof=1):.0f}")
+
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        readme = " ".join(f.read().split())
+    # the targets: Pendulum -250, InvertedPendulum 900 (docs/results.md)
+    assert solved("pendulum", "mbpo", 2000, -250) == 4
+    assert solved("pendulum", "mbpo", 3000, -250) == 5
+    assert solved("inverted_pendulum", "mbpo", 2000, 900) == 5
+    assert (
+        solved("pendulum", "sac", 3000, -250) == solved("inverted_pendulum", "sac", 3000, 900) == 0
+    )
+    for sentence in [
+        "solved Pendulum (≥ −250) by 2000 steps in 4 of 5 seeds and by 3000 in 5 of 5 "
+        f"({mean_std('pendulum', 'mbpo', 3000)} [",
+        "InvertedPendulum (≥ 900) by 2000 in 5 of 5, where SAC solved neither in any seed by "
+        f"3000 ({mean_std('pendulum', 'sac', 3000)} [",
+        f"and {mean_std('inverted_pendulum', 'sac', 3000)} [",
     ]:
         assert sentence in readme
