@@ -20,32 +20,37 @@ WINDOW = range(6000, 10001, 1000)  # after Hopper's 5000 random steps, to the A/
 LIMIT = 1000  # Hopper's episode length limit
 
 
-def evaluations(bundle: str, variant: str) -> list[dict[int, tuple[float, float]]]:
+def evaluations(bundle: str, variant: str) -> dict[int, dict[int, tuple[float, float]]]:
     """Per seed of the variant: step -> (return, mean episode length), read from each run's
     metrics.jsonl in the bundle."""
-    seeds = []
+    seeds = {}
     with tarfile.open(bundle) as tar:
-        for member in sorted(tar.getmembers(), key=lambda m: m.name):
+        for member in tar.getmembers():
             parts = member.name.split("/")
             if parts[-1] != "metrics.jsonl" or parts[-3] != variant:
                 continue
             f = tar.extractfile(member)
             assert f is not None
             rows = [json.loads(line) for line in f.read().decode().splitlines()]
-            seeds.append(
-                {
-                    r["step"]: (r["eval/return_mean"], r["eval/episode_length_mean"])
-                    for r in rows
-                    if r.get("eval/return_mean") is not None
-                }
-            )
+            seeds[int(parts[-2].removeprefix("seed_"))] = {
+                r["step"]: (r["eval/return_mean"], r["eval/episode_length_mean"])
+                for r in rows
+                if r.get("eval/return_mean") is not None
+            }
     return seeds
 
 
-def full_length(bundle: str, variant: str) -> tuple[int, int]:
+def full_length(bundle: str, variant: str, seeds: range | None = None) -> tuple[int, int]:
     """(evaluations in WINDOW whose every episode ran LIMIT steps, evaluations in WINDOW) over
-    the variant's seeds."""
-    at = [e[step] for e in evaluations(bundle, variant) for step in WINDOW if step in e]
+    the variant's seeds (those in ``seeds`` only, if given)."""
+    runs = evaluations(bundle, variant)
+    at = [
+        e[step]
+        for seed, e in runs.items()
+        if seeds is None or seed in seeds
+        for step in WINDOW
+        if step in e
+    ]
     return sum(length >= LIMIT for _, length in at), len(at)
 
 
@@ -56,18 +61,20 @@ def p_value(a: tuple[int, int], b: tuple[int, int]) -> str:
 
 
 def test_the_readmes_stand_still_counts_are_the_bundles() -> None:
-    sac = full_length(E2, SAC)
+    e3_seeds = range(5)  # E3's pairs; E2 has more
+    sac, gauss = full_length(E2, SAC), full_length(E2, "model-gaussian")
+    sac5 = full_length(E2, SAC, e3_seeds)
     v4 = full_length(E3, "model-gaussian_env.version-v4")
     v5 = full_length(E3, "model-gaussian_env.version-v5")
-    assert v4 == full_length(E2, "model-gaussian")  # E3's v4 arm is E2's Gaussian arm
-    assert sac[1] == v4[1] == v5[1] == 25  # five seeds, five evaluations each
+    assert v4 == full_length(E2, "model-gaussian", e3_seeds)  # E3's v4 arm: E2's Gaussian arm
+    assert sac[1] == gauss[1] == 40 and v4[1] == v5[1] == sac5[1] == 25  # 5 evaluations a seed
     with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
         readme = " ".join(f.read().split())
     for sentence in [
-        f"SAC alone at MBPO's 20 updates per step {sac[0]} of {sac[1]}",
-        f"Hopper-v4 {v4[0]} of {v4[1]} (p = {p_value(v4, sac)} against SAC)",
-        f"{v5[0]} of {v5[1]} (p = {p_value(v5, sac)} against SAC, p = {p_value(v5, v4)} "
-        "against v4)",
+        f"SAC alone at MBPO's 20 updates per step {sac[0]} of {sac[1]}, Gaussian MBPO on "
+        f"Hopper-v4 {gauss[0]} of {gauss[1]} (8 seeds each; p = {p_value(gauss, sac)} against SAC)",
+        f"{v5[0]} of {v5[1]} over seeds 0–4 (p = {p_value(v5, sac5)} against SAC's {sac5[0]} of "
+        f"{sac5[1]} there, p = {p_value(v5, v4)} against v4's {v4[0]} of {v4[1]})",
     ]:
         assert sentence in readme
 
@@ -80,8 +87,8 @@ def test_the_readmes_pendulum_claims_are_the_bundles() -> None:
     def returns(env: str, algorithm: str, step: int) -> list[float]:
         bundle = os.path.join(PENDULUMS, env, "metrics.tar.gz")
         runs = evaluations(bundle, f"algorithm-{algorithm}")
-        assert len(runs) == 5
-        return [e[step][0] for e in runs]
+        assert sorted(runs) == [0, 1, 2, 3, 4]
+        return [e[step][0] for e in runs.values()]
 
     def solved(env: str, algorithm: str, step: int, target: float) -> int:
         return sum(r >= target for r in returns(env, algorithm, step))
