@@ -54,6 +54,12 @@ def full_length(bundle: str, variant: str, seeds: range | None = None) -> tuple[
     return sum(length >= LIMIT for _, length in at), len(at)
 
 
+def readme_text() -> str:
+    """The README with its line breaks and runs of spaces as single spaces."""
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        return " ".join(f.read().split())
+
+
 def p_value(a: tuple[int, int], b: tuple[int, int]) -> str:
     """Fisher's exact test of a's full-length share against b's, as the README rounds it."""
     p = fisher_exact([[a[0], a[1] - a[0]], [b[0], b[1] - b[0]]]).pvalue
@@ -68,8 +74,7 @@ def test_the_readmes_stand_still_counts_are_the_bundles() -> None:
     v5 = full_length(E3, "model-gaussian_env.version-v5")
     assert v4 == full_length(E2, "model-gaussian", e3_seeds)  # E3's v4 arm: E2's Gaussian arm
     assert sac[1] == gauss[1] == 40 and v4[1] == v5[1] == sac_e3[1] == 35  # 5 evaluations a seed
-    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
-        readme = " ".join(f.read().split())
+    readme = readme_text()
     for sentence in [
         f"SAC alone at MBPO's 20 updates per step {sac[0]} of {sac[1]}, Gaussian MBPO on "
         f"Hopper-v4 {gauss[0]} of {gauss[1]} (8 seeds each; p = {p_value(gauss, sac)} against SAC)",
@@ -97,8 +102,7 @@ def test_the_readmes_pendulum_claims_are_the_bundles() -> None:
         r = returns(env, algorithm, step)
         return _minus(f"{np.mean(r):.0f} ± {np.std(r, ddof=1):.0f}")
 
-    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
-        readme = " ".join(f.read().split())
+    readme = readme_text()
     # the targets: Pendulum -250, InvertedPendulum 900 (docs/results.md)
     assert solved("pendulum", "mbpo", 2000, -250) == 4
     assert solved("pendulum", "mbpo", 3000, -250) == 5
