@@ -1,6 +1,7 @@
-"""The README's learning claims recomputed from the committed metrics bundles (docs/ab): the
-Hopper stand-still counts of E2 and E3 with their p-values, and the pendulums' MBPO-against-SAC
-counts and means. A changed bundle or a changed sentence fails here."""
+"""The README's learning claims recomputed from the committed metrics bundles (docs/ab,
+docs/gpu): the Hopper stand-still counts of E2 and E3 with their p-values, the GPU table's
+smoothed means, counts and paired difference, and the pendulums' MBPO-against-SAC counts and
+means. A changed bundle or a changed sentence fails here."""
 
 from __future__ import annotations
 
@@ -15,6 +16,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 E2 = os.path.join(ROOT, "docs", "ab", "e2_sac_cpu", "metrics.tar.gz")
 E3 = os.path.join(ROOT, "docs", "ab", "e3_v4_v5_cpu", "metrics.tar.gz")
 PENDULUMS = os.path.join(ROOT, "docs", "ab", "pendulums_cpu")
+GPU = [  # the ten-seed H200 table: seeds 0-4, then 5-9
+    os.path.join(ROOT, "docs", "gpu", day, "seeds", "metrics.tar.gz")
+    for day in ("2026-11-26-h200", "2026-11-26-h200-2")
+]
 SAC = "algorithm-sac_algorithm.updates_per_step-20_agent.target_entropy--1"
 WINDOW = range(6000, 10001, 1000)  # after Hopper's 5000 random steps, to the A/Bs' end
 LIMIT = 1000  # Hopper's episode length limit
@@ -118,3 +123,52 @@ def test_the_readmes_pendulum_claims_are_the_bundles() -> None:
         f"and {mean_std('inverted_pendulum', 'sac', 3000)} [",
     ]:
         assert sentence in readme
+
+
+def test_the_readmes_gpu_table_is_the_bundles() -> None:
+    """Each smoothed cell (a seed's mean over its last 5 evaluations after the random steps,
+    then mean ± sample std over the seeds), the full-length and stand-still counts, and the
+    flow-minus-Gaussian difference paired by seed."""
+    runs = {
+        model: {s: e for bundle in GPU for s, e in evaluations(bundle, f"model-{model}").items()}
+        for model in ("gaussian", "flow")
+    }
+    assert sorted(runs["gaussian"]) == sorted(runs["flow"]) == list(range(10))
+    after = [6000, 7000, 8000, 9000]  # Hopper's random steps end at 5000
+
+    def smoothed(seed_evals: dict[int, tuple[float, float]], step: int) -> float:
+        done = [seed_evals[s][0] for s in after if s <= step]
+        return float(np.mean(done[-5:]))
+
+    readme = readme_text()
+    for step in after:
+        cells = readme.split(f"| {step:,} | ", 1)[1].split(" |")[:2]  # gaussian, flow
+        for model, cell in zip(("gaussian", "flow"), cells, strict=True):
+            values = [smoothed(e, step) for e in runs[model].values() if step in e]
+            expected = f"{np.mean(values):.0f} ± {np.std(values, ddof=1):.0f} [" if values else ""
+            assert cell.strip().startswith(expected), (step, model, cell)
+            assert cell.strip().endswith(f"(n={len(values)})" if values else ""), (step, model)
+        # "the Gaussian's interval lies above MBPO's band at every step": its lower end above
+        # the published mean + std (the table's last column)
+        low = float(cells[0].split("[", 1)[1].split(",", 1)[0])
+        mean, std = (
+            float(x) for x in readme.split(f"| {step:,} | ", 1)[1].split(" |")[2].split("±")
+        )
+        assert low > mean + std, (step, low, mean + std)
+
+    def counts(model: str) -> tuple[int, int, int]:
+        at = [e[s] for e in runs[model].values() for s in after if s in e]
+        full = [(r, n) for r, n in at if n >= LIMIT]
+        return len(full), sum(abs(r - LIMIT) <= 0.05 * LIMIT for r, _ in full), len(at)
+
+    (g_full, g_still, g_all), (f_full, f_still, f_all) = counts("gaussian"), counts("flow")
+    gauss = f"in 1000-step episodes ({g_full} of its {g_all} evaluations; {g_still} of them"
+    assert gauss in readme
+    assert f"({f_full} of {f_all} in 1000-step episodes, {f_still} still)" in readme
+    paired = [
+        np.mean([f[s][0] - g[s][0] for s in after if s in f and s in g])
+        for g, f in ((runs["gaussian"][seed], runs["flow"][seed]) for seed in range(10))
+    ]
+    diff = _minus(f"{np.mean(paired):.0f} ± {np.std(paired, ddof=1):.0f} [")
+    assert f"Flow − Gaussian, paired by seed over 6000–8000: {diff}" in readme
+    assert f"(n={len(paired)}): no difference established" in readme
