@@ -79,8 +79,17 @@ def test_the_readmes_stand_still_counts_are_the_bundles() -> None:
     v5 = full_length(E3, "model-gaussian_env.version-v5")
     assert v4 == full_length(E2, "model-gaussian", e3_seeds)  # E3's v4 arm: E2's Gaussian arm
     assert sac[1] == gauss[1] == 40 and v4[1] == v5[1] == sac_e3[1] == 35  # 5 evaluations a seed
+    mbrl_lib = []  # mbrl-lib 0.2.0's own MBPO (docs/hopper.md), 3 seeds
+    for seed in range(3):
+        path = os.path.join(
+            ROOT, "docs", "reference", "mbrl_lib_hopper", f"seed_{seed}.evals.jsonl"
+        )
+        with open(path, encoding="utf-8") as f:
+            mbrl_lib += [json.loads(line)["lengths"] for line in f]
+    full = sum(min(lengths) >= LIMIT for lengths in mbrl_lib)
     readme = readme_text()
     for sentence in [
+        f"mbrl-lib's own MBPO {full} of {len(mbrl_lib)} over 3 seeds",
         f"SAC alone at MBPO's 20 updates per step {sac[0]} of {sac[1]}, Gaussian MBPO on "
         f"Hopper-v4 {gauss[0]} of {gauss[1]} (8 seeds each; p = {p_value(gauss, sac)} against SAC)",
         f"{v5[0]} of {v5[1]} over seeds 0–6 (p = {p_value(v5, sac_e3)} against SAC's "
