@@ -219,7 +219,8 @@ def test_the_rate_past_the_random_steps(tmp_path: str) -> None:
     assert run_speed(run, since=700.0) is None
     other = {**got, "steps": 1000, "seconds": 20.0, "first": 100.0, "last": 650.0}
     inv = {"mps": True, "gpu_memory_mb": {"before": 500.0, "peak": 4500.0},
-           "runs": {"a": {"past_random": got}, "b": {"past_random": other}, "c": {}}}  # fmt: skip
+           "runs": {"base/seed_0": {"past_random": got}, "base/seed_1": {"past_random": other},
+                    "base/seed_2": {}}}  # fmt: skip
     (line,) = speed_lines([{"runs": {}}, inv])  # (3 runs, 1 process at a time)
     assert line.startswith("invocation 2, past the random steps: 2 of 3 runs, ")
     assert f"{(2000 / 30 + 1000 / 20) / 2:,.1f} env steps/s each (median; 50.0-66.7)" in line
@@ -227,7 +228,22 @@ def test_the_rate_past_the_random_steps(tmp_path: str) -> None:
     (line,) = speed_lines([{**inv, "procs": 3}])  # (all at once: each rate over its window)
     assert f"{2000 / 30 + 1000 / 20:,.1f} together (summed); MPS on" in line
     assert "GPU memory per run: 900-900 MB" in line
+    assert "by variant" not in line  # (one variant: its median is the line's)
     assert "GPU memory in use: 4,500 MB at most (500 before)" in line
+
+
+def test_speed_line_gives_each_variants_median_where_the_runs_are_of_several() -> None:
+    def fig(steps: int, seconds: float) -> dict[str, object]:
+        return {"steps": steps, "seconds": seconds, "first": 0.0, "last": seconds, "ran": {}}
+
+    runs = {"sac/seed_0": fig(1000, 100.0), "sac/seed_1": fig(1000, 200.0),
+            "mbpo/seed_0": fig(1000, 400.0), "mbpo/seed_1": fig(1000, 250.0),
+            "mbpo/seed_2": fig(1000, 500.0)}  # fmt: skip
+    inv = {"procs": 5, "runs": {k: {"past_random": v} for k, v in runs.items()}}
+    (line,) = speed_lines([inv])
+    # all five: 10, 5, 2.5, 4, 2 env steps/s; SAC's 10 and 5, MBPO's 2.5, 4 and 2
+    assert "4.0 env steps/s each (median; 2.0-10.0) [by variant: " in line
+    assert "sac 7.5 (5.0-10.0, 2 runs); mbpo 2.5 (2.0-4.0, 3 runs)]" in line
 
 
 def test_gpu_memory_sampled_from_nvidia_smi(tmp_path: str) -> None:

@@ -64,14 +64,15 @@ def speed_lines(invocations: list[dict[str, Any]]) -> list[str]:
     """One line per invocation that has figures past the random steps."""
     lines = []
     for i, inv in enumerate(invocations, start=1):
-        runs = [r["past_random"] for r in inv["runs"].values() if r.get("past_random")]
+        named = {k: r["past_random"] for k, r in inv["runs"].items() if r.get("past_random")}
+        runs = list(named.values())
         if not runs:
             continue
         each = [r["steps"] / r["seconds"] for r in runs]
         text = (
             f"invocation {i}, past the random steps: {len(runs)} of {len(inv['runs'])} runs, "
             f"{np.median(each):,.1f} env steps/s each (median; {min(each):,.1f}-"
-            f"{max(each):,.1f}), {_together(inv, runs, each)}; "
+            f"{max(each):,.1f}){_by_variant(named)}, {_together(inv, runs, each)}; "
             f"MPS {'on' if inv.get('mps') else 'off'}"
         )
         ran = sorted({f"{k[6:].replace('_', ' ')} {v}" for r in runs for k, v in r["ran"].items()})
@@ -86,6 +87,21 @@ def speed_lines(invocations: list[dict[str, Any]]) -> list[str]:
             )
         lines.append(text)
     return lines
+
+
+def _by_variant(named: dict[str, dict[str, Any]]) -> str:
+    """Each variant's median and range where the runs are of several (their speeds differ:
+    SAC alone against MBPO; one median over both would describe neither), else nothing."""
+    groups: dict[str, list[float]] = {}
+    for name, r in named.items():  # (a run's name: <variant folder>/seed_<N>)
+        groups.setdefault(name.rsplit("/", 1)[0], []).append(r["steps"] / r["seconds"])
+    if len(groups) < 2:
+        return ""
+    parts = [
+        f"{variant} {np.median(v):,.1f} ({min(v):,.1f}-{max(v):,.1f}, {len(v)} runs)"
+        for variant, v in groups.items()
+    ]
+    return f" [by variant: {'; '.join(parts)}]"
 
 
 def _together(inv: dict[str, Any], runs: list[dict[str, Any]], each: list[float]) -> str:
