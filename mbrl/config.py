@@ -196,8 +196,8 @@ class CheckpointConfig:
     # optimizers, normalisers and counters (what evaluation and analysis need); last.pt and
     # ckpt_best.pt always hold everything.
     buffer_in_snapshots: bool = False
-    # last.pt and ckpt_best.pt hold MBPO's model pool (Hopper: up to ~500 MB, preallocated at
-    # its largest). false: left out; a resume refills it with one model phase's rollouts from
+    # last.pt and ckpt_best.pt hold MBPO's model pool (its rows in use: a whole Hopper run's
+    # ~500 MB). false: left out; a resume refills it with one model phase's rollouts from
     # the saved model and goes on from the same weights, not bit for bit (docs/failures.md).
     pool: bool = True
 

@@ -18,8 +18,9 @@ the kernels the sac and model steps compiled):
   model     140 s  one fit epoch per model (flow, gaussian, deterministic) compiled + graphed
                    at amp=auto (rows/s), one 100 000-row rollout step per model
                    (transitions/s), then each fit eager
-  profile   100 s  a Hopper profiling window (profile=true: 300 SAC updates, a model fit capped
-                   at 2 epochs) with TEARDOWN_CUPTI=0 (CUDA graphs under CUPTI have crashed)
+  profile   100 s  a Hopper profiling window (profile=true: the first model fit and the next,
+                   to their early stops, and the SAC updates between them) with
+                   TEARDOWN_CUPTI=0 (CUDA graphs under CUPTI have crashed)
   tests    the rest, at least 150 s: the CUDA tests (pytest -m cuda), verbose, at most 90 s
                    per test, the first test of each mechanism before the others
 

@@ -178,18 +178,24 @@ def commit() -> str:
         return "unknown"
 
 
+def _checked(args: argparse.Namespace) -> tuple[Any, ...]:
+    """The command's seeds, variants, budget, steps, device and manifest, every value checked
+    before anything runs (ValueError: what is wrong, in one line)."""
+    seeds, arms = parse_seeds(args.seeds), variants(args.vary, args.variant)
+    budget = parse_duration(args.budget) if args.budget else None
+    if args.procs is not None and args.procs < 1:
+        raise ValueError(f"--procs {args.procs}: give 1 or more")
+    if args.batch < 1:
+        raise ValueError(f"--batch {args.batch}: give 1 or more seeds per process")
+    import_plugins(args.out)
+    steps, device = check(args.overrides, arms, args.steps, args.report_only)
+    return seeds, arms, budget, steps, device, manifest(args.out, args.overrides, arms, seeds)
+
+
 def main() -> int:
     args = arguments()
     try:
-        seeds, arms = parse_seeds(args.seeds), variants(args.vary, args.variant)
-        budget = parse_duration(args.budget) if args.budget else None
-        if args.procs is not None and args.procs < 1:
-            raise ValueError(f"--procs {args.procs}: give 1 or more")
-        if args.batch < 1:
-            raise ValueError(f"--batch {args.batch}: give 1 or more seeds per process")
-        import_plugins(args.out)
-        steps, device = check(args.overrides, arms, args.steps, args.report_only)
-        plan = manifest(args.out, args.overrides, arms, seeds)
+        seeds, arms, budget, steps, device, plan = _checked(args)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -107,7 +107,7 @@ def test_the_readmes_pendulum_claims_are_the_bundles() -> None:
         bundle = os.path.join(PENDULUMS, env, "metrics.tar.gz")
         runs = evaluations(bundle, f"algorithm-{algorithm}")
         assert sorted(runs) == [0, 1, 2, 3, 4]
-        return [e[step][0] for e in runs.values()]
+        return [runs[seed][step][0] for seed in sorted(runs)]
 
     def solved(env: str, algorithm: str, step: int, target: float) -> int:
         return sum(r >= target for r in returns(env, algorithm, step))
@@ -124,6 +124,16 @@ def test_the_readmes_pendulum_claims_are_the_bundles() -> None:
     assert (
         solved("pendulum", "sac", 3000, -250) == solved("inverted_pendulum", "sac", 3000, 900) == 0
     )
+
+    def paired(env: str) -> str:  # SAC − MBPO, each seed's mean over 2000-3000
+        sac, mbpo = (np.array([returns(env, a, s) for s in (2000, 3000)]) for a in ("sac", "mbpo"))
+        diff = (sac - mbpo).mean(axis=0)
+        return _minus(f"{np.mean(diff):.0f} ± {np.std(diff, ddof=1):.0f} [")
+
+    with open(os.path.join(ROOT, "docs", "results.md"), encoding="utf-8") as f:
+        results = " ".join(f.read().split())
+    assert f"over 2000–3000: Pendulum {paired('pendulum')}" in results
+    assert f"InvertedPendulum {paired('inverted_pendulum')}" in results
     for sentence in [
         "solved Pendulum (≥ −250) by 2000 steps in 4 of 5 seeds and by 3000 in 5 of 5 "
         f"({mean_std('pendulum', 'mbpo', 3000)} [",
