@@ -16,6 +16,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 E2 = os.path.join(ROOT, "docs", "ab", "e2_sac_cpu", "metrics.tar.gz")
 E3 = os.path.join(ROOT, "docs", "ab", "e3_v4_v5_cpu", "metrics.tar.gz")
 PENDULUMS = os.path.join(ROOT, "docs", "ab", "pendulums_cpu")
+LONG = os.path.join(ROOT, "docs", "ab", "long_v4_cpu", "metrics.tar.gz")  # seeds 5, 6 to 34k
 GPU = [  # the ten-seed H200 table: seeds 0-4, then 5-9
     os.path.join(ROOT, "docs", "gpu", day, "seeds", "metrics.tar.gz")
     for day in ("2026-11-26-h200", "2026-11-26-h200-2")
@@ -87,7 +88,15 @@ def test_the_readmes_stand_still_counts_are_the_bundles() -> None:
         with open(path, encoding="utf-8") as f:
             mbrl_lib += [json.loads(line)["lengths"] for line in f]
     full = sum(min(lengths) >= LIMIT for lengths in mbrl_lib)
+    long = evaluations(LONG, "model-gaussian")  # the furthest runs: 34 000 steps
+    assert sorted(long) == [5, 6] and min(max(e) for e in long.values()) == 34000
+    (hop, hop_length), (other, _) = long[6][34000], long[5][34000]
+    assert hop_length == LIMIT
     readme = readme_text()
+    assert (
+        f"two to 34 000, one of which hops at {hop:.0f} there (every episode 1000 steps" in readme
+    )
+    assert f"while the other scores {other:.0f}" in readme
     for sentence in [
         f"mbrl-lib's own MBPO {full} of {len(mbrl_lib)} over 3 seeds",
         f"SAC alone at MBPO's 20 updates per step {sac[0]} of {sac[1]}, Gaussian MBPO on "
