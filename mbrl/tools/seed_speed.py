@@ -68,11 +68,12 @@ def speed_lines(invocations: list[dict[str, Any]]) -> list[str]:
         runs = list(named.values())
         if not runs:
             continue
-        each = [r["steps"] / r["seconds"] for r in runs]
+        rates = {k: r["steps"] / r["seconds"] for k, r in named.items()}
+        each = list(rates.values())
         text = (
             f"invocation {i}, past the random steps: {len(runs)} of {len(inv['runs'])} runs, "
             f"{np.median(each):,.1f} env steps/s each (median; {min(each):,.1f}-"
-            f"{max(each):,.1f}){_by_variant(named)}, {_together(inv, runs, each)}; "
+            f"{max(each):,.1f}){_by_variant(rates)}, {_together(inv, runs, each)}; "
             f"MPS {'on' if inv.get('mps') else 'off'}"
         )
         ran = sorted({f"{k[6:].replace('_', ' ')} {v}" for r in runs for k, v in r["ran"].items()})
@@ -89,12 +90,13 @@ def speed_lines(invocations: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def _by_variant(named: dict[str, dict[str, Any]]) -> str:
-    """Each variant's median and range where the runs are of several (their speeds differ:
-    SAC alone against MBPO; one median over both would describe neither), else nothing."""
+def _by_variant(rates: dict[str, float]) -> str:
+    """Each variant's median and range of its runs' ``rates`` where the runs are of several
+    (their speeds differ: SAC alone against MBPO; one median over both would describe
+    neither), else nothing."""
     groups: dict[str, list[float]] = {}
-    for name, r in named.items():  # (a run's name: <variant folder>/seed_<N>)
-        groups.setdefault(name.rsplit("/", 1)[0], []).append(r["steps"] / r["seconds"])
+    for name, rate in rates.items():  # (a run's name: <variant folder>/seed_<N>)
+        groups.setdefault(name.rsplit("/", 1)[0], []).append(rate)
     if len(groups) < 2:
         return ""
     parts = [
