@@ -12,11 +12,15 @@ import tarfile
 import numpy as np
 from scipy.stats import fisher_exact
 
+from mbrl.tools.plotting import load_reference
+from mbrl.tools.seed_tables import reference_text
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 E2 = os.path.join(ROOT, "docs", "ab", "e2_sac_cpu", "metrics.tar.gz")
 E3 = os.path.join(ROOT, "docs", "ab", "e3_v4_v5_cpu", "metrics.tar.gz")
 PENDULUMS = os.path.join(ROOT, "docs", "ab", "pendulums_cpu")
 LONG = os.path.join(ROOT, "docs", "ab", "long_v4_cpu", "metrics.tar.gz")  # seeds 5, 6 to 34k
+REFERENCE = os.path.join(ROOT, "docs", "reference", "mbpo_hopper.csv")
 GPU = [  # the ten-seed H200 table: seeds 0-4, then 5-9
     os.path.join(ROOT, "docs", "gpu", day, "seeds", "metrics.tar.gz")
     for day in ("2026-11-26-h200", "2026-11-26-h200-2")
@@ -97,6 +101,8 @@ def test_the_readmes_stand_still_counts_are_the_bundles() -> None:
         f"two to 34 000, one of which hops at {hop:.0f} there (every episode 1000 steps" in readme
     )
     assert f"while the other scores {other:.0f}" in readme
+    mbpo = reference_text(load_reference(REFERENCE), 34000)  # every published step: no gap
+    assert f"every episode 1000 steps; MBPO's mean {mbpo})" in readme
     for sentence in [
         f"mbrl-lib's own MBPO {full} of {len(mbrl_lib)} over 3 seeds",
         f"SAC alone at MBPO's 20 updates per step {sac[0]} of {sac[1]}, Gaussian MBPO on "
