@@ -29,7 +29,7 @@ from mbrl.envs.vector import CORES_ENV
 from mbrl.runtime.utils import write_atomic
 from mbrl.tools.mps import MODES, Mps, wanted
 from mbrl.tools.mps import start as start_mps
-from mbrl.tools.plotting import load_reference
+from mbrl.tools.published import reference_for
 from mbrl.tools.seed_report import load_settings, write_report
 from mbrl.tools.seed_runs import (
     ROOT,
@@ -104,10 +104,11 @@ def variants(vary: list[str], given: list[str]) -> list[Variant]:
 
 def check(
     base: list[str], arms: list[Variant], steps: int | None, report_only: bool = False
-) -> tuple[int, str]:
+) -> tuple[int, str, set[str]]:
     """Every variant's config, validated as train.py would before anything starts; returns
-    (the runs' env steps, the device they train on). A report alone reads files: its configs
-    are validated on the CPU, so a GPU campaign's runs can be reported on a machine without one."""
+    (the runs' env steps, the device they train on, their envs). A report alone reads files:
+    its configs are validated on the CPU, so a GPU campaign's runs can be reported on a machine
+    without one."""
     from hydra import compose, initialize_config_dir
 
     from mbrl.launch import register_resolvers
@@ -116,7 +117,7 @@ def check(
     from mbrl.runtime.validate import validate
 
     register_resolvers()
-    totals, device = set(), "cpu"
+    totals, device, envs = set(), "cpu", set()
     conf = os.path.join(ROOT, "conf")
     check_overrides(base, conf)  # every run's, as train.py checks them (a typo: the closest)
     with initialize_config_dir(config_dir=conf, version_base=None):
@@ -129,9 +130,10 @@ def check(
                 raise ValueError(f"variant {arm.label!r}: {err}".splitlines()[0]) from None
             totals.add(steps or cfg.total_steps)
             device = resolve_device(cfg.device).type
+            envs.add(cfg.env.name)
     if len(totals) > 1:
         raise ValueError(f"the variants' total_steps differ ({sorted(totals)}); set --steps")
-    return totals.pop(), device
+    return totals.pop(), device, envs
 
 
 def import_plugins(out: str) -> None:
@@ -188,14 +190,16 @@ def _checked(args: argparse.Namespace) -> tuple[Any, ...]:
     if args.batch < 1:
         raise ValueError(f"--batch {args.batch}: give 1 or more seeds per process")
     import_plugins(args.out)
-    steps, device = check(args.overrides, arms, args.steps, args.report_only)
-    return seeds, arms, budget, steps, device, manifest(args.out, args.overrides, arms, seeds)
+    steps, device, envs = check(args.overrides, arms, args.steps, args.report_only)
+    reference = reference_for(args.reference, envs)
+    plan = manifest(args.out, args.overrides, arms, seeds)
+    return seeds, arms, budget, steps, device, reference, plan
 
 
 def main() -> int:
     args = arguments()
     try:
-        seeds, arms, budget, steps, device, plan = _checked(args)
+        seeds, arms, budget, steps, device, reference, plan = _checked(args)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -227,7 +231,6 @@ def main() -> int:
         write_atomic(os.path.join(args.out, "invocations.json"), json.dumps(invocations, indent=1))
         by_variant = [(v.label, [j.path for j in jobs if j.variant == v]) for v in every]
         header = _header(args.overrides, len(plan["seeds"]), len(every), record["commit"])
-        reference = load_reference(args.reference) if args.reference else None
         write_report(report_dir, load_settings(by_variant), invocations, reference, header)
 
     if args.report_only:

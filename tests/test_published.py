@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from mbrl.tools.plotting import load_reference
-from mbrl.tools.published import five_curves
+from mbrl.tools.published import five_curves, reference_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "scripts", "reference_csv.py")
@@ -106,3 +106,23 @@ def test_committed_references_hold_erl_libs_values(
     i = ref.steps.tolist().index(step)
     assert ref.std[i] == pytest.approx(low1 - low2, abs=0.05)
     assert ref.mean[i] == pytest.approx(low1 + (low1 - low2), abs=0.05)
+
+
+def test_a_reference_named_for_another_env_is_refused(tmp_path: str) -> None:
+    def curve(name: str) -> str:
+        path = os.path.join(tmp_path, name)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("step,mean,std\n6019,166.6,66.3\n")
+        return path
+
+    assert reference_for(None, {"hopper"}) is None
+    assert reference_for(curve("mbpo_pendulum.csv"), {"pendulum"}) is not None
+    assert reference_for(curve("my_curve.csv"), {"walker2d"}) is not None  # names no env
+    with pytest.raises(ValueError, match=r"is inverted_pendulum's curve .* env=pendulum"):
+        reference_for(curve("mbpo_inverted_pendulum.csv"), {"pendulum"})
+    with pytest.raises(ValueError, match=r"is walker2d's curve .* env=hopper,walker2d"):
+        reference_for(curve("mbpo_walker2d.csv"), {"hopper", "walker2d"})
+    with open(curve("mbpo_hopper.csv"), "w", encoding="utf-8") as f:
+        f.write("step,return\n1,2\n")
+    with pytest.raises(ValueError, match="expected the columns step,mean,std"):
+        reference_for(os.path.join(tmp_path, "mbpo_hopper.csv"), {"hopper"})

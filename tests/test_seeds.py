@@ -201,11 +201,15 @@ def test_bad_input_is_refused_before_any_run(tmp_path: str) -> None:
          "mean gaussian?"),
         (["--variant", "rollout.max_lenght=3"], "did you mean rollout.max_length?"),
         (["--vary", "model=flow", "total_step=3"], "did you mean total_steps?"),  # every run's
+        (["--reference", "docs/reference/mbpo_hopper.csv"], "mbpo_hopper.csv is hopper's curve "
+         "(its file name); the runs are env=pendulum"),
+        (["--reference", "no_such.csv"], "--reference no_such.csv: No such file or directory"),
     ]:  # fmt: skip
         res = seeds(out, *args)
         lines = res.stderr.strip().splitlines()
         assert res.returncode == 2 and len(lines) == 1 and close in lines[0], res.stderr
     assert not os.path.exists(os.path.join(out, "runs"))
+    assert not os.path.exists(os.path.join(out, "seeds.json"))
     with pytest.raises(ValueError, match="--seeds"):
         parse_seeds("a-b")
     with pytest.raises(ValueError, match="--budget"):

@@ -6,6 +6,9 @@ series 0..4: at every step they are mean - 2 std, mean - std, mean, mean + std a
 evenly spaced. So the mean is the middle series and the std the gap between it and the next;
 a step whose five values are not evenly spaced is not such a file, and is refused rather than
 read as something it is not.
+
+``reference_for`` is ``--reference`` as ``scripts/seeds.py`` takes it: read before any run
+starts, and matched with the runs' env.
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ from collections import defaultdict
 
 import numpy as np
 
-from mbrl.tools.plotting import Reference
+from mbrl.envs.specs import ENVS
+from mbrl.tools.plotting import Reference, load_reference
 
 SERIES = 5
 TOLERANCE = 1e-6  # relative to the values' size: the files hold the series to float precision
@@ -75,3 +79,23 @@ def write_reference(ref: Reference, out: str, header: str) -> None:
         f.write("step,mean,std\n")
         for step, mean, std in zip(ref.steps, ref.mean, ref.std, strict=True):
             f.write(f"{step:.0f},{mean:.1f},{std:.1f}\n")
+
+
+def reference_for(path: str | None, envs: set[str]) -> Reference | None:
+    """``--reference``'s curve, read before anything runs; refused when its file name names
+    another env than the runs' (``mbpo_hopper.csv`` beside Walker2d runs), so that a command
+    copied from one env to another does not compare with the wrong curve."""
+    if path is None:
+        return None
+    try:
+        ref = load_reference(path)
+    except OSError as err:
+        raise ValueError(f"--reference {path}: {err.strerror or err}") from None
+    named = [e for e in ENVS.names() if ref.label == e or ref.label.endswith(f"_{e}")]
+    named = [max(named, key=len)] if named else []  # (mbpo_inverted_pendulum: not pendulum)
+    if named and envs and named != sorted(envs):
+        raise ValueError(
+            f"--reference {path} is {named[0]}'s curve (its file name); the runs are "
+            f"env={','.join(sorted(envs))}: give that env's curve (docs/reference/), or none"
+        )
+    return ref
