@@ -17,7 +17,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from mbrl.config import Config
-from mbrl.runtime.eta import FitEpochs, RunClock, Work, phases_left, time_left
+from mbrl.runtime.eta import FitEpochs, RunClock, Work, least_epochs, phases_left, time_left
 from mbrl.runtime.validate import validate
 from mbrl.trainer import Trainer
 
@@ -131,12 +131,17 @@ def test_epochs_per_fit_are_measured_the_first_fit_apart() -> None:
 
 
 def test_later_fits_take_the_same_row_epochs_on_more_rows() -> None:
-    """Counted by hand: fewer epochs on more rows, never fewer than patience + 2."""
+    """Counted by hand: fewer epochs on more rows, never fewer than least_epochs (4 x
+    patience, 20 at MBPO's 5; at least patience + 2)."""
+    assert [least_epochs(_cfg(**{"model.patience": p})) for p in (0, 1, 5)] == [2, 4, 20]
+    short = _cfg(**{"model.patience": 1})  # fewest: 4
     rows = FitEpochs(first=40, later=20, rows=600)  # 12,000 row-epochs a later fit
-    seconds = time_left(_cfg(), 0, RATES, rows)
+    seconds = time_left(short, 0, RATES, rows)
     assert seconds["model"] == pytest.approx((ROWS[0] * 40 + 5 * 12_000) * 3e-5)
-    floor = time_left(_cfg(), 0, RATES, FitEpochs(40, 10, rows=600))  # 6,000: 7.5, then 7
-    assert floor["model"] == pytest.approx((400 * 40 + 600 * 10 + 800 * 7.5 + 3 * 960 * 7) * 3e-5)
+    floor = time_left(short, 0, RATES, FitEpochs(40, 5, rows=600))  # 3,000: 5, 3.75 -> 4
+    assert floor["model"] == pytest.approx((400 * 40 + 600 * 5 + 800 * 4 + 3 * 960 * 4) * 3e-5)
+    mbpo = time_left(_cfg(), 0, RATES, FitEpochs(40, 30, rows=600))  # 18,000: 30, 22.5, 20
+    assert mbpo["model"] == pytest.approx((400 * 40 + 600 * 30 + 800 * 22.5 + 3 * 960 * 20) * 3e-5)
     low = time_left(_cfg(**{"model.patience": 0}), 0, RATES, FitEpochs(40, 10, rows=600))
     assert low["model"] == pytest.approx((400 * 40 + 5 * 6000) * 3e-5)  # (fewest: 2)
 
@@ -145,7 +150,7 @@ def test_a_model_fit_moves_the_estimate_by_its_own_time_only() -> None:
     """A later fit that takes what the estimate assumed (the later fits' mean row-epochs):
     just after it (one env step later), the estimate is the one just before it less the model
     phase's time and the step's."""
-    cfg = _cfg()
+    cfg = _cfg(**{"model.patience": 1})  # (a floor of 4 epochs: the fits here stay above it)
     clock = RunClock(cfg)
     clock.work.done.update({"env": 1250.0, "sac": 15000.0, "eval": 10.0, "checkpoint": 1.0})
     for rows, epochs in zip(ROWS[:3], (40, 20, 20), strict=True):  # fits at 500, 750, 1000
