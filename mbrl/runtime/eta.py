@@ -70,8 +70,8 @@ def least_epochs(cfg: Config) -> int:
     (``model.patience`` + 2, the first epoch always improving). Past 12,600 training rows two
     Hopper-v4 Gaussian runs' later fits took 19-23 epochs on average whatever their rows
     (12,600-40,000; median 16.5-19), where rows x epochs held constant would have had them fall
-    to 10; their 1/rows fall holds below (docs/usage.md). The floor grows with the patience as
-    the early stop's wait does; only patience 5 was measured."""
+    to 10; their 1/rows fall holds below (docs/usage.md). Only patience 5 was measured: that
+    the floor grows with the patience (a longer wait for a 1 % gain) is a guess."""
     return max(4 * cfg.model.patience, cfg.model.patience + 2)
 
 
