@@ -92,7 +92,7 @@ def test_the_readmes_stand_still_counts_are_the_bundles() -> None:
         with open(path, encoding="utf-8") as f:
             mbrl_lib += [json.loads(line)["lengths"] for line in f]
     full = sum(min(lengths) >= LIMIT for lengths in mbrl_lib)
-    readme = " ".join(readme_text().split())  # (the sentences below cross line breaks)
+    readme = readme_text()
     long = evaluations(LONG, "model-gaussian")  # the furthest runs: 50 000 steps
     assert sorted(long) == [5, 6] and min(max(e) for e in long.values()) == 50000
     last5 = {s: np.mean([long[s][t][0] for t in range(46000, 50001, 1000)]) for s in (5, 6)}
