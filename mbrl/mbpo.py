@@ -235,6 +235,12 @@ class MBPO:
         """Model fits so far (0 for model-free SAC)."""
         return self.model_side.fits
 
+    @property
+    def paused_row_epochs(self) -> int:
+        """Training rows x epochs of a model fit a stop request paused (0: none): the run's
+        time estimate counts them as the pausing process's work, not the resuming one's."""
+        return self.model_side.paused_row_epochs
+
     def buffers(self) -> dict[str, ReplayBuffer]:
         """The real buffer, and the model pool in an MBPO run."""
         return {"real": self.buffer, **self.model_side.buffers()}

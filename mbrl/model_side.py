@@ -44,6 +44,7 @@ class ModelFree:
     def __init__(self, real: ReplayBuffer) -> None:
         self.real = real
         self.fits = 0  # (no model: never fitted)
+        self.paused_row_epochs = 0  # (nor paused)
         self.model_trainer = None  # (no model to fit)
         self.pool_ready = False  # (no model pool)
 
@@ -123,6 +124,11 @@ class ModelSide:
     def fits(self) -> int:
         """Model fits so far."""
         return self.model_trainer.fits
+
+    @property
+    def paused_row_epochs(self) -> int:
+        """Rows x epochs of a model fit paused by a stop request (0: none)."""
+        return self.model_trainer.paused_row_epochs
 
     def warm_up(self) -> dict[str, Compiled]:
         """Compile the model's fit step now (on copies: see ``ModelTrainer.warm_up``)."""

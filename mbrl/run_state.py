@@ -59,7 +59,7 @@ def state_dict(t: Run) -> dict[str, Any] | None:
         "best_step": t.best_step,
         "last_eval": dict(t.last_eval),
         "logger": t.logger.state_dict(),
-        "clock": t.clock.state_dict(t.timer.grand),
+        "clock": t.clock.state_dict(t.timer.grand, t.algo.paused_row_epochs),
         **parts[0],
         "ranks": parts[1:],
     }
@@ -76,7 +76,8 @@ def load(t: Run, run_dir: str) -> dict[str, Any]:
         raise checkpoint.CheckpointError(f"{run_dir}: {err}") from None
     t.best_return, t.best_step = state["best_return"], state.get("best_step", 0)
     t.last_eval = state["last_eval"]
-    t.clock.load_state_dict(state.get("clock"), t.algo.fits)  # (None: written before it was)
+    clock = state.get("clock")  # (None: written before it was)
+    t.clock.load_state_dict(clock, t.algo.fits, t.algo.paused_row_epochs)
     return state
 
 

@@ -17,11 +17,12 @@ import pytest
 from omegaconf import OmegaConf
 
 from mbrl.config import Config
+from mbrl.runtime.checkpoint import load
 from mbrl.runtime.eta import FitEpochs, RunClock, Work, least_epochs, phases_left, time_left
 from mbrl.runtime.validate import validate
 from mbrl.trainer import Trainer
 
-from test_trainer import tiny_config
+from test_trainer import _rows, tiny_config
 
 RATES = {
     "env": 1e-3,
@@ -219,6 +220,52 @@ def test_a_resumed_run_estimates_from_its_first_step(
     err = capsys.readouterr().err
     assert "estimated time to finish: about" in err and "from before the resume at first" in err
     assert resumed.clock.work.fits == 5  # at 100 and 200, then 300, 400 and 500
+
+
+def test_a_fit_paused_by_a_stop_is_the_work_of_the_process_that_timed_it(tmp_path: str) -> None:
+    """A stop pauses a model fit after two epochs; the resumed run reports the fit's epochs
+    all together, but its timer holds only the rest. Each process's model rate is its own
+    timer's seconds over the row-epochs it ran: the pausing one counts the paused epochs,
+    the resuming one leaves them out (counted twice, the resumed run's rate fell to half on
+    a real run and its estimate of the fits with it)."""
+    run = os.path.join(tmp_path, "run")
+    mbpo = {
+        "algorithm.name": "mbpo",
+        "mbpo.model_train_freq": 100,
+        "rollout.batch_size": 200,
+        "model.max_epochs": 6,
+        "model.patience": 6,  # (every fit runs its 6 epochs)
+        "mbpo.real_data": "step",
+    }
+    first = Trainer(tiny_config("pendulum", total_steps=400, **mbpo), run)
+    calls = [0]
+
+    def stop() -> bool:  # (at step 200: once after the step, then after each fit epoch)
+        calls[0] += first.env_steps == 200
+        return calls[0] >= 3
+
+    first.warm_up()
+    first.begin(shown=False)
+    try:
+        assert first._loop(stop)
+        first.stop("test")
+    finally:
+        first.end()
+    state = load(os.path.join(run, "ckpt", "last.pt"))
+    paused = state["algorithm"]["model_trainer"]["paused"]
+    assert paused["epoch"] == 2
+    rows = int(paused["train_idx"].shape[0])
+    saved = state["clock"]["rates"]["model"]
+    ran = first.clock.work.done["model"] + rows * 2  # (the fit at 100, and two epochs at 200)
+    assert saved == pytest.approx(first.timer.grand["model"] / ran)
+
+    resumed = Trainer(tiny_config("pendulum", total_steps=400, resume=run, **mbpo), run)
+    assert resumed.clock.work.resumed == rows * 2
+    resumed.run()
+    fits = [r for r in _rows(run) if "model/epochs" in r and r["step"] >= 200]
+    assert [r["model/epochs"] for r in fits] == [6, 6]  # (the resumed fit, then the one at 300)
+    reported = sum(r["model/epochs"] * r["model/train_rows"] for r in fits)
+    assert resumed.clock.work.done["model"] == reported - rows * 2
 
 
 # Recorded runs: Hopper-v4, MBPO's settings, each bundle a tar.gz of run folders.

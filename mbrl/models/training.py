@@ -81,6 +81,13 @@ class ModelTrainer:
         self.paused: FitProgress | None = None  # a fit stopped between two epochs (Ctrl-C)
 
     @property
+    def paused_row_epochs(self) -> int:
+        """Training rows x epochs a paused fit has run so far (0: none is paused): work the
+        process that paused it timed, and the one that resumes it did not (``mbrl.runtime.eta``)."""
+        fit = self.paused
+        return 0 if fit is None else int(fit.train_idx.shape[0]) * fit.epoch
+
+    @property
     def nonfinite_steps(self) -> Tensor:
         """Minibatch steps skipped for a non-finite loss, all fits so far (a device tensor)."""
         return self._step.skipped

@@ -141,11 +141,15 @@ class Work:
     first_epochs: float | None = None  # the run's first fit (from random weights)
     later: tuple[int, float] = (0, 0.0)  # the fits after the first: how many, epochs summed
     later_rows: tuple[float, float] = (0.0, 0.0)  # and their training rows, row-epochs summed
+    resumed: float = 0.0  # row-epochs of a paused fit that an earlier process ran and timed
 
     def model_phase(self, metrics: dict[str, Any], rewarder: bool) -> None:
-        """Count one model phase from its metrics (plain numbers: epochs, rows, length)."""
+        """Count one model phase from its metrics (plain numbers: epochs, rows, length). A fit
+        paused by a stop and resumed reports all its epochs; this process timed only the rest
+        (the rate is its timer's seconds over the row-epochs it ran)."""
         epochs, rows = float(metrics["model/epochs"]), float(metrics["model/train_rows"])
-        self.done["model"] += rows * epochs
+        self.done["model"] += max(rows * epochs - self.resumed, 0.0)
+        self.resumed = 0.0
         self.done["rollout"] += float(metrics["rollout/start_states"] * metrics["rollout/length"])
         self.done["rewarder"] += float(rewarder)
         if self.fits == 0:
@@ -222,16 +226,22 @@ class RunClock:
         self._last = now
         return True
 
-    def state_dict(self, grand: dict[str, float]) -> dict[str, Any]:
-        """The rates and fit epochs so far: a resumed run estimates from its first step."""
+    def state_dict(self, grand: dict[str, float], paused: int = 0) -> dict[str, Any]:
+        """The rates and fit epochs so far: a resumed run estimates from its first step.
+        ``paused``: rows x epochs of a fit a stop paused, timed here but counted by no model
+        phase yet (the process that resumes it leaves them out: :meth:`load_state_dict`)."""
         w = self.work
-        rates = {**self.saved, **w.rates(grand)}
+        ran = Work({**w.done, "model": w.done["model"] + paused})
+        rates = {**self.saved, **ran.rates(grand)}
         later = {"later": w.later, "later_rows": w.later_rows}
         return {"rates": rates, "fits": w.fits, "first_epochs": w.first_epochs, **later}
 
-    def load_state_dict(self, state: dict[str, Any] | None, fits: int) -> None:
+    def load_state_dict(self, state: dict[str, Any] | None, fits: int, paused: int = 0) -> None:
         """``state`` None (a checkpoint from before the estimate was saved): rates come from
-        this process; ``fits``, the model's fits so far, still tells the first from later."""
+        this process; ``fits``, the model's fits so far, still tells the first from later.
+        ``paused``: rows x epochs the checkpoint's paused fit ran (the next model phase, which
+        finishes it, counts only the rest as this process's work)."""
+        self.work.resumed = float(paused)
         if state is None:
             self.work.fits = fits
             return
