@@ -18,7 +18,7 @@ from omegaconf import OmegaConf
 
 from mbrl.config import Config
 from mbrl.runtime.checkpoint import load
-from mbrl.runtime.eta import FitEpochs, RunClock, Work, least_epochs, phases_left, time_left
+from mbrl.runtime.eta import FitEpochs, RunClock, Work, phases_left, plateau, time_left
 from mbrl.runtime.validate import validate
 from mbrl.trainer import Trainer
 
@@ -62,29 +62,30 @@ LENGTHS = [1, 1, 1, 1, 3, 3]
 
 
 def test_time_left_follows_the_schedule() -> None:
-    """Counted here by hand: the whole run, and from a step in its middle."""
-    seconds = time_left(_cfg(), 0, RATES, FitEpochs(first=40, later=7))
+    """Counted here by hand: the whole run, and from a step in its middle (later fits at the
+    plateau, 4 x MBPO's patience 5: 20 epochs each)."""
+    seconds = time_left(_cfg(), 0, RATES, FitEpochs(first=40, last=20))
     assert seconds["env"] == pytest.approx(2000 * 1e-3)
     assert seconds["sac"] == pytest.approx((2000 - 500) * 20 * 2e-3)
     assert seconds["eval"] == pytest.approx(2 * 10 * 0.25)  # at 1000 and at the last step
     assert seconds["checkpoint"] == pytest.approx(2 * 0.125)
-    fits = ROWS[0] * 40 + sum(ROWS[1:]) * 7  # the first fit from random weights, then later ones
+    fits = ROWS[0] * 40 + sum(ROWS[1:]) * 20  # the first fit from random weights, then later ones
     assert seconds["model"] == pytest.approx(fits * 3e-5)
     assert seconds["rollout"] == pytest.approx(sum(400 * n for n in LENGTHS) * 4e-6)
     assert "rewarder" not in seconds  # rewarder.mode none
-    later = time_left(_cfg(), 1100, RATES, FitEpochs(first=40, later=7))  # phases 1250..1750
-    assert later["model"] == pytest.approx(sum(ROWS[3:]) * 7 * 3e-5)
+    later = time_left(_cfg(), 1100, RATES, FitEpochs(first=40, last=20))  # phases 1250..1750
+    assert later["model"] == pytest.approx(sum(ROWS[3:]) * 20 * 3e-5)
     assert later["sac"] == pytest.approx(900 * 20 * 2e-3) and later["env"] == pytest.approx(0.9)
     assert set(later) == phases_left(_cfg(), 1100)
-    at_a_phase = time_left(_cfg(), 1250, RATES, FitEpochs(40, 7))  # (its fit is still to come)
+    at_a_phase = time_left(_cfg(), 1250, RATES, FitEpochs(40, 20))  # (its fit is still to come)
     assert at_a_phase["model"] == later["model"]
 
 
 def test_time_left_keeps_the_runs_own_caps() -> None:
-    capped = time_left(_cfg(**{"model.max_epochs": 3}), 0, RATES, FitEpochs(40, 7))
+    capped = time_left(_cfg(**{"model.max_epochs": 3}), 0, RATES, FitEpochs(40, 20))
     assert capped["model"] == pytest.approx(sum(ROWS) * 3 * 3e-5)
-    limit = 0.12  # seconds: binds from the 600-row fit on (600 * 7 * 3e-5 = 0.126)
-    timed = time_left(_cfg(**{"model.max_seconds": limit}), 0, RATES, FitEpochs(7, 7))
+    limit = 0.12  # seconds: binds from the 600-row fit on (600 * 20 * 3e-5 = 0.36)
+    timed = time_left(_cfg(**{"model.max_seconds": limit}), 0, RATES, FitEpochs(7, 20))
     assert timed["model"] == pytest.approx(400 * 7 * 3e-5 + 5 * limit)
     with_rewarder = time_left(_cfg(**{"rewarder.mode": "penalty"}), 0, RATES, FitEpochs(7, 7))
     assert with_rewarder["rewarder"] == pytest.approx(6 * 0.5)
@@ -111,59 +112,79 @@ def _fit(rows: int, epochs: float) -> dict[str, float]:
 
 
 def test_epochs_per_fit_are_measured_the_first_fit_apart() -> None:
-    """The first fit's epochs as it ran; a later fit the mean row-epochs of those so far."""
+    """The first fit's epochs as it ran; the later fits' level the mean of the last three."""
     work = Work()
     assert work.epochs() == FitEpochs(0, 0)
     work.model_phase(_fit(400, 150), rewarder=False)  # the first fit: from random weights
-    assert work.epochs() == FitEpochs(150, 150)
+    assert work.epochs() == FitEpochs(150, 150)  # (it stands for the later ones until one ran)
     work.model_phase(_fit(600, 10), rewarder=False)
     work.model_phase(_fit(800, 30), rewarder=False)
-    row_epochs = (600 * 10 + 800 * 30) / 2  # a later fit's, whatever its rows
-    epochs = work.epochs()
-    assert epochs.first == 150 and work.later == (2, 40.0)
-    assert epochs.later * epochs.rows == pytest.approx(row_epochs) and epochs.rows == 700
-    assert epochs.later_at(1500, least=7) == pytest.approx(row_epochs / 1500)
-    assert epochs.later_at(10_000, least=7) == 7  # (the early stop's fewest)
+    assert work.epochs() == FitEpochs(150, 20) and work.later == (2, 40.0)
     work.model_phase(_fit(960, 36), rewarder=False)
-    three = work.epochs()
-    assert three.later * three.rows == pytest.approx((600 * 10 + 800 * 30 + 960 * 36) / 3)
-    assert work.done["model"] == 400 * 150 + 600 * 10 + 800 * 30 + 960 * 36
-    assert work.done["rollout"] == 4 * 400
+    work.model_phase(_fit(960, 51), rewarder=False)
+    assert work.epochs() == FitEpochs(150, (30 + 36 + 51) / 3)  # (the last three)
+    assert work.done["model"] == 400 * 150 + 600 * 10 + 800 * 30 + 960 * 36 + 960 * 51
+    assert work.done["rollout"] == 5 * 400
 
 
-def test_later_fits_take_the_same_row_epochs_on_more_rows() -> None:
-    """Counted by hand: fewer epochs on more rows, never fewer than least_epochs (4 x
-    patience, 20 at MBPO's 5; at least patience + 2)."""
-    assert [least_epochs(_cfg(**{"model.patience": p})) for p in (0, 1, 5)] == [2, 4, 20]
-    short = _cfg(**{"model.patience": 1})  # fewest: 4
-    rows = FitEpochs(first=40, later=20, rows=600)  # 12,000 row-epochs a later fit
-    seconds = time_left(short, 0, RATES, rows)
-    assert seconds["model"] == pytest.approx((ROWS[0] * 40 + 5 * 12_000) * 3e-5)
-    floor = time_left(short, 0, RATES, FitEpochs(40, 5, rows=600))  # 3,000: 5, 3.75 -> 4
-    assert floor["model"] == pytest.approx((400 * 40 + 600 * 5 + 800 * 4 + 3 * 960 * 4) * 3e-5)
-    mbpo = time_left(_cfg(), 0, RATES, FitEpochs(40, 30, rows=600))  # 18,000: 30, 22.5, 20
-    assert mbpo["model"] == pytest.approx((400 * 40 + 600 * 30 + 800 * 22.5 + 3 * 960 * 20) * 3e-5)
-    low = time_left(_cfg(**{"model.patience": 0}), 0, RATES, FitEpochs(40, 10, rows=600))
-    assert low["model"] == pytest.approx((400 * 40 + 5 * 6000) * 3e-5)  # (fewest: 2)
+def test_later_fits_settle_from_the_last_three_toward_the_plateau() -> None:
+    """Counted by hand: the next later fit 30 % of the way from the last three's mean to the
+    plateau (4 x patience; at least patience + 2), each after it 30 % of what is left."""
+    assert [plateau(_cfg(**{"model.patience": p})) for p in (0, 1, 5)] == [2, 4, 20]
+    seconds = time_left(_cfg(), 0, RATES, FitEpochs(first=40, last=50))
+    later = [20 + 30 * 0.7 ** (j + 1) for j in range(5)]  # 41, 34.7, 30.29, ...
+    fits = ROWS[0] * 40 + sum(r * e for r, e in zip(ROWS[1:], later, strict=True))
+    assert seconds["model"] == pytest.approx(fits * 3e-5)
+    below = time_left(_cfg(), 0, RATES, FitEpochs(first=40, last=10))  # (never below it)
+    assert below["model"] == pytest.approx((ROWS[0] * 40 + sum(ROWS[1:]) * 20) * 3e-5)
+    short = time_left(_cfg(**{"model.patience": 1}), 1100, RATES, FitEpochs(40, 10))
+    assert short["model"] == pytest.approx(960 * (3 * 4 + 6 * (0.7 + 0.49 + 0.343)) * 3e-5)
+
+
+def test_the_plateau_is_the_runs_own_once_its_fits_have_settled() -> None:
+    """Past its first 16 later fits (the transient), once 4 more have run, the plateau is the
+    mean epochs of the later fits after the 16th (within the early stop's fewest and 4 x
+    patience): Walker2d's fits settle at the early stop's 7 epochs, Hopper's about 20."""
+    cfg = _cfg()  # (MBPO's patience 5: fewest 7, at most 20)
+    work = Work()
+    work.model_phase(_fit(400, 150), rewarder=False)
+    for e in [60.0, 45, 30, 25, 22, 18, 30, 14, 12, 9, 11, 8, 7, 9, 7, 8]:  # the transient
+        work.model_phase(_fit(600, e), rewarder=False)
+    settled = [7.0, 9, 7]
+    for e in settled:
+        work.model_phase(_fit(600, e), rewarder=False)
+    assert work.epochs().settled is None and plateau(cfg, work.epochs()) == 20  # (3 of 4)
+    work.model_phase(_fit(600, 12), rewarder=False)
+    settled.append(12)
+    assert work.epochs().settled == sum(settled) / 4 == 8.75
+    assert plateau(cfg, work.epochs()) == 8.75
+    assert plateau(_cfg(**{"model.patience": 6}), work.epochs()) == 8.75  # (fewest 8, most 24)
+    assert plateau(_cfg(**{"model.patience": 7}), work.epochs()) == 9  # (fewest: 9)
+    assert work.epochs().last == (9 + 7 + 12) / 3
+    for e in [40.0] * 4:
+        work.model_phase(_fit(600, e), rewarder=False)
+    assert work.epochs().settled == (35 + 160) / 8 and plateau(cfg, work.epochs()) == 20  # (cap)
+    walker = FitEpochs(150, last=10, settled=7.0)  # from 10 epochs toward 7
+    seconds = time_left(cfg, 1100, RATES, walker)["model"]  # (phases at 1250, 1500, 1750)
+    assert seconds == pytest.approx(960 * (3 * 7 + 3 * (0.7 + 0.49 + 0.343)) * 3e-5)
 
 
 def test_a_model_fit_moves_the_estimate_by_its_own_time_only() -> None:
-    """A later fit that takes what the estimate assumed (the later fits' mean row-epochs):
-    just after it (one env step later), the estimate is the one just before it less the model
-    phase's time and the step's."""
-    cfg = _cfg(**{"model.patience": 1})  # (a floor of 4 epochs: the fits here stay above it)
+    """Later fits at the plateau, and one more that takes what the estimate assumed (the
+    plateau's epochs): just after it (one env step later), the estimate is the one just before
+    it less the model phase's time and the step's."""
+    cfg = _cfg(**{"model.patience": 1})  # (a plateau of 4 epochs)
     clock = RunClock(cfg)
     clock.work.done.update({"env": 1250.0, "sac": 15000.0, "eval": 10.0, "checkpoint": 1.0})
-    for rows, epochs in zip(ROWS[:3], (40, 20, 20), strict=True):  # fits at 500, 750, 1000
+    for rows, epochs in zip(ROWS[:3], (40, 4, 4), strict=True):  # fits at 500, 750, 1000
         clock.work.model_phase(_fit(rows, epochs), rewarder=False)
     work = clock.work.done
     assert clock.ready(1250)
     before = clock.seconds_left({p: RATES[p] * work[p] for p in work}, 1250)  # (all at rate)
-    row_epochs = (ROWS[1] * 20 + ROWS[2] * 20) / 2
-    clock.work.model_phase(_fit(ROWS[3], row_epochs / ROWS[3]), rewarder=False)  # at 1250
+    clock.work.model_phase(_fit(ROWS[3], 4), rewarder=False)  # at 1250
     clock.work.done.update({"env": 1251.0, "sac": 15020.0})
     after = clock.seconds_left({p: RATES[p] * work[p] for p in work}, 1251)
-    fit = row_epochs * RATES["model"]
+    fit = ROWS[3] * 4 * RATES["model"]
     assert before["model"] - after["model"] == pytest.approx(fit)
     phase = fit + 400 * RATES["rollout"]
     step = RATES["env"] + 20 * RATES["sac"]
@@ -206,7 +227,8 @@ def test_a_resumed_run_estimates_from_its_first_step(
     assert first.clock.work.fits == 2 and first.clock.work.later == (1, 3.0)
     capsys.readouterr()
     resumed = Trainer(tiny_config("pendulum", total_steps=600, resume=run, **mbpo), run)
-    assert resumed.clock.ready(300) and resumed.clock.work.epochs().later == 3.0
+    assert resumed.clock.ready(300) and resumed.clock.work.epochs().last == 3.0
+    assert resumed.clock.work.last == [3.0] and resumed.clock.work.settled == (0, 0.0)
     shown_at: list[int] = []
 
     def note() -> None:  # (the step hook runs after each step's estimate)

@@ -25,7 +25,7 @@ FITS = [(5000, 4000, 200), (5250, 4200, 60), (5500, 4400, 30)] + [
 
 
 def _bundle(path: str) -> None:
-    """A seeds bundle of one MBPO run (MBPO's patience 5: a later fit at least 20 epochs)."""
+    """A seeds bundle of one MBPO run (MBPO's patience 5: a plateau of 20 epochs)."""
     cfg = tiny_config("hopper", **{"algorithm.name": "mbpo"})
     files = {
         "runs/model-gaussian/seed_0/config.yaml": OmegaConf.to_yaml(cfg),
@@ -44,8 +44,9 @@ def _bundle(path: str) -> None:
 
 
 def test_the_rule_is_replayed_on_the_fits_before_a_point(tmp_path: str) -> None:
-    """After the second later fit: each later fit foresees the mean row-epochs of the two so
-    far on its own rows, at least 20 epochs; against what the rest took."""
+    """After the second later fit: the next later fit 30 % of the way from the two so far
+    (their mean) to the plateau of 20 epochs, each after it 30 % of what is left; against
+    what the rest took."""
     path = os.path.join(tmp_path, "metrics.tar.gz")
     _bundle(path)
     (run,) = bundle_runs(path)
@@ -53,8 +54,8 @@ def test_the_rule_is_replayed_on_the_fits_before_a_point(tmp_path: str) -> None:
     made = split_at(run, "n2")
     assert made == 3 and split_at(run, "n4") is None  # (8 fits must come after)
     assert split_at(run, "5k") is None  # (only the first fit before it)
-    mean = (4200 * 60 + 4400 * 30) / 2
-    foreseen = sum(max(mean / rows, 20) * rows for _, rows, _ in FITS[3:])
+    start = (60 + 30) / 2
+    foreseen = sum((20 + (start - 20) * 0.7 ** (j + 1)) * r for j, (_, r, _) in enumerate(FITS[3:]))
     took = sum(rows * epochs for _, rows, epochs in FITS[3:])
     assert projected_error(run, made) == pytest.approx(foreseen / took - 1)
 

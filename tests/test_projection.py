@@ -54,9 +54,8 @@ def test_the_profile_and_the_training_estimate_project_the_same_run(tmp_path: st
     trainer.step_hook = at_the_first_estimate
     trainer.run()
     fits = [r["model/epochs"] for r in _rows(run) if "model/epochs" in r]
-    rows = [r["model/train_rows"] for r in _rows(run) if "model/epochs" in r]
     assert len(fits) == 3 and first["step"] == 751  # after the second fit and 100 updates
-    assert first["epochs"] == FitEpochs(fits[0], fits[1], rows[1])  # (its row-epochs, later)
+    assert first["epochs"] == FitEpochs(fits[0], fits[1])  # (the later fits' level: its own)
     step, done, epochs = first["step"], first["done"], first["epochs"]
     assert isinstance(step, int) and isinstance(done, dict) and isinstance(epochs, FitEpochs)
     estimate = {p: done[p] + w for p, w in time_left(trainer.cfg, step, ONES, epochs).items()}
@@ -67,7 +66,7 @@ def test_the_profile_and_the_training_estimate_project_the_same_run(tmp_path: st
     with open(os.path.join(window, "log", "profile", "phases.json"), encoding="utf-8") as f:
         summary = json.load(f)
     assert summary["window"]["fit_epochs"] == fits[:2]  # the run's first two fits, exactly
-    projected = time_left(profiled, 0, ONES, FitEpochs(fits[0], fits[1], rows[1]))
+    projected = time_left(profiled, 0, ONES, FitEpochs(fits[0], fits[1]))
     assert set(projected) == set(estimate) == set(seconds)
     for phase, work in projected.items():
         assert abs(work / estimate[phase] - 1) < 0.2, (phase, work, estimate[phase])

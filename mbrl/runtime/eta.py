@@ -3,16 +3,17 @@ training ETA (:class:`RunClock`) and by ``profile=true``'s report (:func:`whole_
 
 A phase's time is its work, as the run's schedule gives it, times the seconds per unit of work
 measured so far (in this run, or in a profiling window). A model fit's time is its rows times
-its epochs: the first fit starts from random weights and runs long; every later one starts
-from the previous one, and early stopping ends it the sooner the more rows an epoch holds, so
-it is taken to need the later fits' mean row-epochs (rows x epochs) so far: fewer epochs on
-more rows, never fewer than :func:`least_epochs` (on many rows a later fit's epochs stop
-falling). docs/usage.md describes the estimate, with the evidence for row-epochs and for the
-floor from the committed Hopper runs and two runs to 44 000 steps.
+its epochs. The first fit starts from random weights and runs long; every later one starts
+from the one before, and the first later fits still run long, then settle at about the same
+epochs whatever their rows (:func:`plateau`). So the next later fit is taken to need the
+last three's mean epochs, and each one after it 30 % nearer the plateau (:class:`FitEpochs`).
+docs/usage.md gives the evidence: recorded Hopper and Walker2d runs replayed by
+``scripts/eta_backtest.py``.
 """
 
 from __future__ import annotations
 
+import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,33 +47,44 @@ TIMERS = tuple(NAMES)
 MIN_WORK = {"sac": 100}  # units timed before a rate is trusted (else 1)
 
 
+TRANSIENT = 16  # later fits after which they are taken to have settled (4000 steps at MBPO's)
+SETTLED = 4  # fits past the transient whose mean is the plateau, at least
+LAST = 3  # later fits whose mean is where the next one starts from
+SETTLE = 0.7  # each later fit's epochs close 30 % of the gap left to the plateau
+
+
 @dataclass(frozen=True)
 class FitEpochs:
-    """Epochs per model fit: the run's first fit; and a later one's, either ``later`` epochs
-    whatever its rows (``rows`` 0), or ``later`` epochs at ``rows`` training rows and the same
-    row-epochs (rows x epochs) at any other size, so fewer epochs on more rows."""
+    """Epochs per model fit: the run's ``first`` (from random weights); ``last``, the mean of
+    its last :data:`LAST` later fits; ``settled``, the mean of its later fits past the first
+    :data:`TRANSIENT` (None before :data:`SETTLED` of them)."""
 
     first: float
-    later: float
-    rows: float = 0.0
+    last: float
+    settled: float | None = None
 
-    def later_at(self, rows: int, least: int) -> float:
-        """A later fit's epochs on ``rows`` training rows, at least ``least``
-        (:func:`least_epochs`)."""
-        if not self.rows:
-            return self.later
-        return max(self.later * self.rows / max(rows, 1), float(least))
+    def later(self, ahead: int, plateau: float) -> float:
+        """The epochs of the later fit ``ahead`` fits from now (0: the next one): from
+        ``last`` toward ``plateau`` (:func:`plateau`), :data:`SETTLE` of the gap left per fit;
+        never below it."""
+        start = max(self.last, plateau)
+        return plateau + (start - plateau) * SETTLE ** (ahead + 1)
 
 
-def least_epochs(cfg: Config) -> int:
-    """The fewest epochs a later fit is taken to need, whatever its rows: 4 x
-    ``model.patience`` (20 at MBPO's 5), and never fewer than the early stop allows
-    (``model.patience`` + 2, the first epoch always improving). Past 12,600 training rows two
-    Hopper-v4 Gaussian runs' later fits took 19-23 epochs on average whatever their rows
-    (12,600-40,000; median 16.5-19), where rows x epochs held constant would have had them fall
-    to 10; their 1/rows fall holds below (docs/usage.md). Only patience 5 was measured: that
-    the floor grows with the patience (a longer wait for a 1 % gain) is a guess."""
-    return max(4 * cfg.model.patience, cfg.model.patience + 2)
+def plateau(cfg: Config, epochs: FitEpochs | None = None) -> float:
+    """The epochs later fits settle at, whatever their rows: 4 x ``model.patience`` (20 at
+    MBPO's 5), or the run's own (the mean of its later fits past the first
+    :data:`TRANSIENT`) once it has made :data:`SETTLED` of them, within the early stop's
+    fewest (``model.patience`` + 2, the first epoch always improving) and 4 x patience. Two
+    Hopper-v4 Gaussian runs' later fits took 19-23 epochs on average on 12,600-40,000 rows
+    alike; two Walker2d-v4 runs' fell to the early stop's 7 from ~8,000 rows on
+    (docs/usage.md). That 20 grows with the patience (a longer wait for a 1 % gain) is a
+    guess: only patience 5 was measured."""
+    fewest = cfg.model.patience + 2
+    most = float(max(4 * cfg.model.patience, fewest))
+    if epochs is None or epochs.settled is None:
+        return most
+    return min(max(epochs.settled, float(fewest)), most)
 
 
 def evaluations(cfg: Config, env_steps: int = 0) -> int:
@@ -118,12 +130,15 @@ def _model_phases(
     """Seconds of the model phases at multiples of ``mbpo.model_train_freq`` from
     ``algorithm.init_steps`` on, within the run's own caps per fit."""
     cap, limit, first = cfg.model.max_epochs, cfg.model.max_seconds, first_model_phase(cfg)
-    least = least_epochs(cfg)
+    settled, ahead = plateau(cfg, epochs), 0
     out = dict.fromkeys(("model", "rollout", "rewarder"), 0.0)
     for step in model_phase_steps(cfg, start):
         real = min(step, cfg.buffer.capacity)  # the real buffer's rows, less the holdout
         rows = real - holdout_rows(real, cfg.model)
-        n = epochs.first if step == first else epochs.later_at(rows, least)
+        if step == first:
+            n = epochs.first
+        else:
+            n, ahead = epochs.later(ahead, settled), ahead + 1
         fit = rows * (n if cap is None else min(n, cap)) * rates["model"]
         out["model"] += fit if limit is None else min(fit, limit)
         out["rollout"] += cfg.rollout.batch_size * rollout_length(step, cfg) * rates["rollout"]
@@ -140,8 +155,9 @@ class Work:
     fits: int = 0  # the run's, all processes
     first_epochs: float | None = None  # the run's first fit (from random weights)
     later: tuple[int, float] = (0, 0.0)  # the fits after the first: how many, epochs summed
-    later_rows: tuple[float, float] = (0.0, 0.0)  # and their training rows, row-epochs summed
     resumed: float = 0.0  # row-epochs of a paused fit that an earlier process ran and timed
+    last: list[float] = field(default_factory=list)  # the last LAST later fits' epochs
+    settled: tuple[int, float] = (0, 0.0)  # later fits past the first TRANSIENT: count, epochs
 
     def model_phase(self, metrics: dict[str, Any], rewarder: bool) -> None:
         """Count one model phase from its metrics (plain numbers: epochs, rows, length). A fit
@@ -156,22 +172,22 @@ class Work:
             self.first_epochs = epochs
         else:
             self.later = (self.later[0] + 1, self.later[1] + epochs)
-            self.later_rows = (self.later_rows[0] + rows, self.later_rows[1] + rows * epochs)
+            self.last = [*self.last, epochs][-LAST:]
+            if self.later[0] > TRANSIENT:
+                self.settled = (self.settled[0] + 1, self.settled[1] + epochs)
         self.fits += 1
 
     def epochs(self) -> FitEpochs:
-        """Epochs per fit: the first's as it ran; a later fit's row-epochs the mean of the
-        later fits so far, at their mean rows (each fit stands for the other until both are
-        known; 0 before any fit; the mean epochs at every size after a resume from a
-        checkpoint that has no rows)."""
-        (count, summed), (rows, row_epochs) = self.later, self.later_rows
-        first = self.first_epochs
+        """Epochs per fit: the first's as it ran; the later fits' last :data:`LAST` mean and
+        settled mean (before any later fit, the first stands for them; after a resume from a
+        checkpoint without the last ones, the later fits' mean so far)."""
+        (count, summed), first = self.later, self.first_epochs
         if not count:
             return FitEpochs(first or 0.0, first or 0.0)
-        if not rows:
-            return FitEpochs(summed / count if first is None else first, summed / count)
-        later = row_epochs / rows  # (the row-epochs' mean over the rows' mean)
-        return FitEpochs(later if first is None else first, later, rows / count)
+        last = statistics.mean(self.last) if self.last else summed / count
+        n, total = self.settled
+        settled = total / n if n >= SETTLED else None
+        return FitEpochs(last if first is None else first, last, settled)
 
     def rates(self, grand: dict[str, float], least: int | None = None) -> dict[str, float]:
         """Seconds per unit of each phase timed on enough work (``grand``: the timer's;
@@ -233,7 +249,7 @@ class RunClock:
         w = self.work
         ran = Work({**w.done, "model": w.done["model"] + paused})
         rates = {**self.saved, **ran.rates(grand)}
-        later = {"later": w.later, "later_rows": w.later_rows}
+        later = {"later": w.later, "last": list(w.last), "settled": w.settled}
         return {"rates": rates, "fits": w.fits, "first_epochs": w.first_epochs, **later}
 
     def load_state_dict(self, state: dict[str, Any] | None, fits: int, paused: int = 0) -> None:
@@ -249,8 +265,9 @@ class RunClock:
         self.work.fits, self.work.first_epochs = state["fits"], state["first_epochs"]
         count, epochs = state["later"]
         self.work.later = (int(count), float(epochs))
-        rows, row_epochs = state.get("later_rows", (0.0, 0.0))  # (absent before it was saved)
-        self.work.later_rows = (float(rows), float(row_epochs))
+        self.work.last = [float(e) for e in state.get("last", ())]  # (absent: not saved)
+        n, settled = state.get("settled", (0, 0.0))
+        self.work.settled = (int(n), float(settled))
 
 
 def estimate_text(left: dict[str, float], work: Work, cfg: Config, resumed: bool) -> str:
@@ -261,7 +278,7 @@ def estimate_text(left: dict[str, float], work: Work, cfg: Config, resumed: bool
     source = "this run's rates so far" + (", from before the resume at first" if resumed else "")
     count = work.later[0]
     if cfg.algorithm.name == "mbpo" and count:
-        source += f"; {later_text(work.epochs(), cfg)}, the mean of the {count} after the first"
+        source += f"; {later_text(work.epochs(), cfg, count)}"
     return f"estimated time to finish: about {duration(sum(left.values()))} ({parts}; {source})"
 
 
@@ -270,26 +287,24 @@ def whole_run(
 ) -> tuple[dict[str, float], str]:
     """``profile=true``'s projection (docs/usage.md): seconds per phase of the whole run ``cfg``
     describes, from a profiling window's ``work`` and timers (compile warm-up not included), and
-    where its epochs per fit come from: its first fit's, and its second's as a later fit's
-    (``cap``: the window's ``profile.model_epochs``, whose capped epochs are counted as such)."""
+    where its epochs per fit come from: its first fit's, and its second's as the later fits'
+    start (``cap``: the window's ``profile.model_epochs``, whose capped epochs are counted as
+    such)."""
     epochs = work.epochs()
-    how = f"the first fit {epochs.first:.0f} epochs, "
+    how = f"the first fit {epochs.first:.0f} epochs"
     if cap is not None:
-        epochs = FitEpochs(epochs.first, epochs.later)
-        how += f"later fits {epochs.later:.0f}, as the window's, capped at {cap}: fewer"
-    else:
-        how += f"{later_text(epochs, cfg)}, as the window's second fit took"
+        how += f" (capped at {cap} in the window: fewer than a run's)"
+    how += f", {later_text(epochs, cfg, 1)}, as the window's second fit took"
     return time_left(cfg, 0, work.rates(grand, least=1), epochs), how
 
 
-def later_text(epochs: FitEpochs, cfg: Config) -> str:
-    """``later fits 130,000 rows x epochs each (26 epochs at 5,000 rows: fewer on more
-    rows, at least 20)``."""
-    if not epochs.rows:
-        return f"later fits {epochs.later:.0f} epochs each"
-    each = f"{epochs.later * epochs.rows:,.0f} rows x epochs each"
-    at = f"{epochs.later:.0f} epochs at {epochs.rows:,.0f} rows"
-    return f"later fits {each} ({at}: fewer on more rows, at least {least_epochs(cfg)})"
+def later_text(epochs: FitEpochs, cfg: Config, count: int) -> str:
+    """``later fits from 45 epochs (the last 3's mean), 30 % nearer 20 each fit (4 x
+    model.patience)``; ``count``: the later fits made so far."""
+    settled = plateau(cfg, epochs)
+    why = "4 x model.patience" if epochs.settled is None else f"the mean past the first {TRANSIENT}"
+    start = f"{epochs.last:.0f} epochs (the last {min(count, LAST)}'s mean)"
+    return f"later fits from {start}, {1 - SETTLE:.0%} nearer {settled:.0f} each fit ({why})"
 
 
 def whole_run_text(cfg: Config, seconds: dict[str, float], epochs: str) -> str:

@@ -17,10 +17,10 @@ import statistics
 import tarfile
 from dataclasses import dataclass
 
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from mbrl.config import Config
-from mbrl.runtime.eta import Work, least_epochs
+from mbrl.runtime.eta import Work, plateau
 from mbrl.runtime.validate import validate
 
 AHEAD = 8  # fits after a point, at least, for a run to count there
@@ -63,6 +63,7 @@ def bundle_runs(path: str) -> list[Recorded]:
             ]
             if fits:
                 raw = OmegaConf.create(_text(tar, config))
+                assert isinstance(raw, DictConfig)  # (a run's config.yaml is a mapping)
                 raw.device, raw.resume = "cpu", None
                 run = folder.removeprefix("runs/")
                 out.append(Recorded(run, validate(raw), fits))
@@ -103,13 +104,12 @@ def projected_error(run: Recorded, made: int) -> float:
     for fit in run.fits[:made]:
         work.model_phase(_metrics(fit), rewarder=False)
     epochs, cap = work.epochs(), run.cfg.model.max_epochs
-    least = least_epochs(run.cfg, epochs)
-    ahead = run.fits[made:]
+    settled, rest = plateau(run.cfg, epochs), run.fits[made:]
     foreseen = 0.0
-    for fit in ahead:
-        n = epochs.later_at(fit.rows, least)
+    for ahead, fit in enumerate(rest):  # (as mbrl.runtime.eta's time_left counts them)
+        n = epochs.later(ahead, settled)
         foreseen += fit.rows * (n if cap is None else min(n, cap))
-    took = sum(f.rows * f.epochs for f in ahead)
+    took = sum(f.rows * f.epochs for f in rest)
     return foreseen / took - 1
 
 
