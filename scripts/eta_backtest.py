@@ -4,8 +4,8 @@
         docs/ab/walker_v4_cpu/metrics.tar.gz --points n8,10k,20k,30k
 
 For each seeds bundle and variant, and each point: the runs counted there, and the median and
-range of (row-epochs the rule foresaw for the later fits) / (what they took) - 1. docs/usage.md
-quotes its tables.
+range of (row-epochs the rule foresaw for the later fits) / (what they took) - 1; a run found in
+an earlier bundle too is counted there only. docs/usage.md quotes its tables.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import os
 import sys
 from collections import defaultdict
 
-from mbrl.tools.fit_backtest import Recorded, bundle_runs, parse_point, table
+from mbrl.tools.fit_backtest import Fit, Recorded, bundle_runs, parse_point, table
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,11 +32,17 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as err:
             parser.error(str(err))
     groups: dict[str, list[Recorded]] = defaultdict(list)
+    seen: dict[tuple[Fit, ...], str] = {}  # (bundles share runs: each is counted once)
     for path in args.bundles:
         if not os.path.isfile(path):
             parser.error(f"{path}: no such bundle (a seeds report's metrics.tar.gz)")
         where = os.path.dirname(os.path.normpath(path)).removeprefix("docs/")
         for run in bundle_runs(path):
+            here, fits = f"{where} {run.name}", tuple(run.fits)
+            if fits in seen:
+                print(f"(left out: {here}, the same run as {seen[fits]})")
+                continue
+            seen[fits] = here
             groups[f"{where} {run.name.split('/')[0]}"].append(run)
     print(table(dict(groups), points))
     return 0

@@ -1,9 +1,9 @@
 """The one projection of a run's time (mbrl.runtime.eta.time_left), which the training ETA
 and profile=true's report share: the work the schedule has left, per phase, times seconds per
 unit of work. Model fits grow with the data (rows x epochs); the first fit, from random
-weights, is counted apart from the later ones; a later fit takes the later fits' mean
-row-epochs so far, so fewer epochs on more rows. Recorded Hopper runs (CPU and GPU) check the
-estimate against the time they then took."""
+weights, is counted apart from the later ones, whose epochs settle from the last three's mean
+toward a plateau. Recorded Hopper runs (CPU and GPU) check the estimate against the time they
+then took."""
 
 from __future__ import annotations
 

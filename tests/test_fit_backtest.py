@@ -65,7 +65,7 @@ def test_the_script_prints_a_table_and_refuses_a_bad_point(tmp_path: str) -> Non
     _bundle(path)
     script = os.path.join(ROOT, "scripts", "eta_backtest.py")
     out = subprocess.run(
-        [sys.executable, script, path, "--points", "n2,n4"],
+        [sys.executable, script, path, path, "--points", "n2,n4"],  # (twice: counted once)
         capture_output=True,
         text=True,
         check=True,
@@ -73,6 +73,7 @@ def test_the_script_prints_a_table_and_refuses_a_bad_point(tmp_path: str) -> Non
     (row,) = [line for line in out.splitlines() if "| n2 |" in line]
     assert "model-gaussian" in row and "| 1 |" in row
     assert "| n4 |" not in out  # (7 fits after it: not counted)
+    assert "left out: " in out and "the same run as " in out
     bad = subprocess.run(
         [sys.executable, script, path, "--points", "eight"], capture_output=True, text=True
     )

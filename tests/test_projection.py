@@ -1,8 +1,8 @@
 """profile=true's projection of a whole run and the training run's estimate of its time left
 are one projection (mbrl.runtime.eta.time_left): on the same short Hopper config they project
 the same work, because the window's two model fits are the run's first two (its first from
-random weights, its second from the first), each to its early stop: later fits at the second's
-row-epochs."""
+random weights, its second from the first), each to its early stop: later fits settling from
+the second's epochs."""
 
 from __future__ import annotations
 

@@ -299,12 +299,15 @@ def whole_run(
 
 
 def later_text(epochs: FitEpochs, cfg: Config, count: int) -> str:
-    """``later fits from 45 epochs (the last 3's mean), 30 % nearer 20 each fit (4 x
-    model.patience)``; ``count``: the later fits made so far."""
+    """``later fits from 45 epochs (the last 3's mean) to 20 (4 x model.patience), 30 %
+    nearer each fit``; ``count``: the later fits made so far."""
     settled = plateau(cfg, epochs)
-    why = "4 x model.patience" if epochs.settled is None else f"the mean past the first {TRANSIENT}"
-    start = f"{epochs.last:.0f} epochs (the last {min(count, LAST)}'s mean)"
-    return f"later fits from {start}, {1 - SETTLE:.0%} nearer {settled:.0f} each fit ({why})"
+    why = "4 x model.patience" if epochs.settled is None else f"their mean past the {TRANSIENT}th"
+    if epochs.last <= settled:
+        return f"later fits {settled:.0f} epochs each ({why})"
+    source = "the one so far" if count == 1 else f"the last {min(count, LAST)}'s mean"
+    start = f"from {epochs.last:.0f} epochs ({source}) to {settled:.0f} ({why})"
+    return f"later fits {start}, {1 - SETTLE:.0%} nearer each fit".replace("%", " %")
 
 
 def whole_run_text(cfg: Config, seconds: dict[str, float], epochs: str) -> str:
