@@ -208,20 +208,23 @@ def test_nothing_is_estimated_before_every_phase_has_been_timed() -> None:
     assert not RunClock(_cfg(**{"profile.enabled": True})).ready(600)  # a window: never
 
 
+# A small Pendulum MBPO run whose model phases come every 100 steps from step 100 on (not once
+# an episode has ended)
+SMALL_MBPO = {
+    "algorithm.name": "mbpo",
+    "mbpo.model_train_freq": 100,
+    "rollout.batch_size": 200,
+    "mbpo.real_data": "step",
+}
+
+
 def test_a_resumed_run_estimates_from_its_first_step(
     tmp_path: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Its checkpoint holds the rates and the fits' epochs so far: the estimate is printed
     before this process has timed anything (no model fit, evaluation or 100 updates)."""
     run = os.path.join(tmp_path, "run")
-    mbpo = {
-        "algorithm.name": "mbpo",
-        "mbpo.model_train_freq": 100,
-        "rollout.batch_size": 200,
-        "model.max_epochs": 3,
-        "eval.every": 150,
-        "mbpo.real_data": "step",  # (fits from step 100 on, not once an episode has ended)
-    }
+    mbpo = SMALL_MBPO | {"model.max_epochs": 3, "eval.every": 150}
     first = Trainer(tiny_config("pendulum", total_steps=300, **mbpo), run)
     first.run()
     assert first.clock.work.fits == 2 and first.clock.work.later == (1, 3.0)
@@ -251,14 +254,7 @@ def test_a_fit_paused_by_a_stop_is_the_work_of_the_process_that_timed_it(tmp_pat
     the resuming one leaves them out (counted twice, the resumed run's rate fell to half on
     a real run and its estimate of the fits with it)."""
     run = os.path.join(tmp_path, "run")
-    mbpo = {
-        "algorithm.name": "mbpo",
-        "mbpo.model_train_freq": 100,
-        "rollout.batch_size": 200,
-        "model.max_epochs": 6,
-        "model.patience": 6,  # (every fit runs its 6 epochs)
-        "mbpo.real_data": "step",
-    }
+    mbpo = SMALL_MBPO | {"model.max_epochs": 6, "model.patience": 6}  # (every fit: 6 epochs)
     first = Trainer(tiny_config("pendulum", total_steps=400, **mbpo), run)
     calls = [0]
 
