@@ -18,7 +18,16 @@ from omegaconf import OmegaConf
 
 from mbrl.config import Config
 from mbrl.runtime.checkpoint import load
-from mbrl.runtime.eta import FitEpochs, RunClock, Work, phases_left, plateau, time_left
+from mbrl.runtime.eta import (
+    FitEpochs,
+    RunClock,
+    Work,
+    later_text,
+    phases_left,
+    plateau,
+    time_left,
+    whole_run,
+)
 from mbrl.runtime.validate import validate
 from mbrl.trainer import Trainer
 
@@ -169,10 +178,11 @@ def test_the_plateau_is_the_runs_own_once_its_fits_have_settled() -> None:
     assert seconds == pytest.approx(960 * (3 * 7 + 3 * (0.7 + 0.49 + 0.343)) * 3e-5)
 
 
-def test_a_model_fit_moves_the_estimate_by_its_own_time_only() -> None:
+def test_at_the_plateau_a_model_fit_moves_the_estimate_by_its_own_time_only() -> None:
     """Later fits at the plateau, and one more that takes what the estimate assumed (the
     plateau's epochs): just after it (one env step later), the estimate is the one just before
-    it less the model phase's time and the step's."""
+    it less the model phase's time and the step's. (Above the plateau a fit moves the later
+    ones' start too: the last three's mean.)"""
     cfg = _cfg(**{"model.patience": 1})  # (a plateau of 4 epochs)
     clock = RunClock(cfg)
     clock.work.done.update({"env": 1250.0, "sac": 15000.0, "eval": 10.0, "checkpoint": 1.0})
@@ -284,6 +294,57 @@ def test_a_fit_paused_by_a_stop_is_the_work_of_the_process_that_timed_it(tmp_pat
     assert [r["model/epochs"] for r in fits] == [6, 6]  # (the resumed fit, then the one at 300)
     reported = sum(r["model/epochs"] * r["model/train_rows"] for r in fits)
     assert resumed.clock.work.done["model"] == reported - rows * 2
+
+
+def test_a_fit_paused_twice_counts_each_process_its_own_part() -> None:
+    """A process that resumed a paused fit (600 row-epochs run before) and is stopped in it
+    again: its rate is its own seconds over its own 400 row-epochs, not over all 1000."""
+    clock = RunClock(_cfg())
+    clock.load_state_dict(None, fits=1, paused=600)
+    grand = dict.fromkeys(("env", "sac", "model", "rollout", "eval", "checkpoint"), 0.0)
+    grand["model"] = 2.0
+    assert clock.state_dict(grand, paused=600 + 400)["rates"]["model"] == pytest.approx(2 / 400)
+
+
+def test_the_later_fits_travel_with_the_checkpoint() -> None:
+    """The last three later fits and the settled mean come back from a checkpoint's state;
+    one written before they were saved (its later fits' sum and rows instead) still loads."""
+    work = Work()
+    for e in [150.0, *[30.0] * 16, 8, 9, 7, 12, 10]:  # the first, 16 in the transient, 5 more
+        work.model_phase(_fit(600, e), rewarder=False)
+    clock = RunClock(_cfg(), work=work)
+    state = clock.state_dict(dict.fromkeys(("env", "model"), 1.0))
+    again = RunClock(_cfg())
+    again.load_state_dict(state, fits=22)
+    assert again.work.epochs() == work.epochs() == FitEpochs(150, (7 + 12 + 10) / 3, 46 / 5)
+    old = {k: v for k, v in state.items() if k not in ("last", "settled")}
+    older = RunClock(_cfg())
+    older.load_state_dict(old | {"later_rows": (12_600.0, 252_000.0)}, fits=22)
+    assert older.work.epochs() == FitEpochs(150, (30 * 16 + 46) / 21)  # (their mean so far)
+
+
+def test_the_estimate_says_where_later_fits_start_and_settle() -> None:
+    cfg = _cfg()
+    text = later_text(FitEpochs(100, 45), cfg, 5)
+    assert text == (
+        "later fits from 45 epochs (the last 3's mean) to 20 (4 x model.patience), "
+        "30 % nearer each fit"
+    )
+    assert "(the one so far)" in later_text(FitEpochs(100, 45), cfg, 1)
+    own = later_text(FitEpochs(100, 12, settled=8.4), cfg, 30)
+    assert own.startswith("later fits from 12 epochs") and "to 8 (their mean past the 16th)" in own
+    below = later_text(FitEpochs(100, 12), cfg, 30)
+    assert below == "later fits 20 epochs each (4 x model.patience)"
+    work = Work()
+    for e in (5.0, 5.0):  # a window's two fits, capped at 5 epochs
+        work.model_phase(_fit(600, e), rewarder=False)
+    work.done.update({"env": 1.0, "sac": 1.0, "eval": 1.0, "checkpoint": 1.0})
+    ones = dict.fromkeys(("env", "sac", "model", "rollout", "eval", "checkpoint"), 1.0)
+    _, how = whole_run(cfg, work, ones, cap=5)
+    assert how == (
+        "the first fit 5 epochs (capped at 5 in the window: fewer than a run's), "
+        "later fits 20 epochs each (4 x model.patience)"
+    )
 
 
 # Recorded runs: Hopper-v4, MBPO's settings, each bundle a tar.gz of run folders.

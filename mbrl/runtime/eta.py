@@ -6,7 +6,8 @@ measured so far (in this run, or in a profiling window). A model fit's time is i
 its epochs. The first fit starts from random weights and runs long; every later one starts
 from the one before, and the first later fits still run long, then settle at about the same
 epochs whatever their rows (:func:`plateau`). So the next later fit is taken to need the
-last three's mean epochs, and each one after it 30 % nearer the plateau (:class:`FitEpochs`).
+last three's mean epochs moved 30 % of the way to the plateau, and each one after it 30 % of
+the gap left (:class:`FitEpochs`).
 docs/usage.md gives the evidence: recorded Hopper and Walker2d runs replayed by
 ``scripts/eta_backtest.py``.
 """
@@ -179,8 +180,10 @@ class Work:
 
     def epochs(self) -> FitEpochs:
         """Epochs per fit: the first's as it ran; the later fits' last :data:`LAST` mean and
-        settled mean (before any later fit, the first stands for them; after a resume from a
-        checkpoint without the last ones, the later fits' mean so far)."""
+        settled mean (before any later fit, the first stands for them). A checkpoint written
+        before these were saved leaves them empty: the later fits' mean so far stands for the
+        last ones until this process has made some, and the settled mean waits for
+        :data:`SETTLED` fits made here."""
         (count, summed), first = self.later, self.first_epochs
         if not count:
             return FitEpochs(first or 0.0, first or 0.0)
@@ -247,7 +250,8 @@ class RunClock:
         ``paused``: rows x epochs of a fit a stop paused, timed here but counted by no model
         phase yet (the process that resumes it leaves them out: :meth:`load_state_dict`)."""
         w = self.work
-        ran = Work({**w.done, "model": w.done["model"] + paused})
+        # (A fit this process resumed and paused again: the resumed part is the earlier one's.)
+        ran = Work({**w.done, "model": w.done["model"] + max(paused - w.resumed, 0.0)})
         rates = {**self.saved, **ran.rates(grand)}
         later = {"later": w.later, "last": list(w.last), "settled": w.settled}
         return {"rates": rates, "fits": w.fits, "first_epochs": w.first_epochs, **later}
@@ -294,7 +298,9 @@ def whole_run(
     how = f"the first fit {epochs.first:.0f} epochs"
     if cap is not None:
         how += f" (capped at {cap} in the window: fewer than a run's)"
-    how += f", {later_text(epochs, cfg, 1)}, as the window's second fit took"
+    how += f", {later_text(epochs, cfg, 1)}"
+    if cap is None and epochs.last > plateau(cfg, epochs):
+        how += ", from what the window's second fit took"
     return time_left(cfg, 0, work.rates(grand, least=1), epochs), how
 
 
