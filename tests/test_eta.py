@@ -7,7 +7,6 @@ then took."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import tarfile
@@ -19,6 +18,7 @@ from omegaconf import OmegaConf
 from mbrl.config import Config
 from mbrl.runtime.checkpoint import load
 from mbrl.runtime.eta import (
+    TIMERS,
     FitEpochs,
     RunClock,
     Work,
@@ -29,6 +29,7 @@ from mbrl.runtime.eta import (
     whole_run,
 )
 from mbrl.runtime.validate import validate
+from mbrl.tools.eta_replay import clock_at, whole_intervals
 from mbrl.trainer import Trainer
 
 from test_trainer import _rows, tiny_config
@@ -351,7 +352,6 @@ def test_the_estimate_says_where_later_fits_start_and_settle() -> None:
 DOCS = os.path.join(os.path.dirname(__file__), os.pardir, "docs")
 CPU_BUNDLE = os.path.join(DOCS, "campaign_cpu", "metrics.tar.gz")
 GPU_BUNDLE = os.path.join(DOCS, "gpu", "2026-11-26-h200", "seeds", "metrics.tar.gz")
-PROJECTED = ("env", "sac", "model", "rollout", "rewarder", "eval", "checkpoint")
 
 
 def _recorded(bundle: str, run: str, into: str) -> tuple[Config, list[dict[str, Any]]]:
@@ -368,35 +368,6 @@ def _recorded(bundle: str, run: str, into: str) -> tuple[Config, list[dict[str, 
     return validate(raw), rows
 
 
-def _clock_at(cfg: Config, rows: list[dict[str, Any]], at: int) -> tuple[RunClock, dict]:
-    """The estimate as the run had it at step ``at`` (a log step): its model phases, updates,
-    evaluations and phase timers up to there."""
-    clock, grand = RunClock(cfg), dict.fromkeys(PROJECTED, 0.0)
-    for r in (r for r in rows if r["step"] <= at):
-        if "model/epochs" in r and r["step"] < at:  # (the phase at ``at`` comes after its log)
-            clock.work.model_phase(r, rewarder=False)
-        elif "eval/return_mean" in r and r["step"] < at:  # (timed in the next log's interval)
-            clock.work.done["eval"] += cfg.eval.episodes
-            clock.work.done["checkpoint"] += 1
-        elif "time/wall" in r:
-            grand = {p: grand[p] + r.get(f"time/{p}", 0.0) for p in PROJECTED}
-            clock.work.done["sac"] = r["learner/updates"]
-    clock.work.done["env"] = float(at)
-    return clock, grand
-
-
-def _whole_intervals(rows: list[dict[str, Any]], after: int) -> list[dict[str, Any]]:
-    """The log rows after ``after`` whose interval one process ran whole: a run stopped and
-    resumed loses the time between its last log and the stop (written nowhere), seen as a
-    gap between two logs' wall-clock stamps longer than the later one's ``time/wall``."""
-    timed = [r for r in rows if "time/wall" in r]
-    return [
-        b
-        for a, b in itertools.pairwise(timed)
-        if b["step"] > after and b["time"] - a["time"] < b["time/wall"] * 1.05 + 5
-    ]
-
-
 @pytest.mark.parametrize(
     ("bundle", "run"),
     [(CPU_BUNDLE, "model-flow/seed_0"), (GPU_BUNDLE, "model-flow/seed_1")],
@@ -409,16 +380,16 @@ def test_the_estimate_after_three_later_fits_holds_for_the_rest_of_a_recorded_ru
     run) the time left it projects for each later log interval, summed over those the run
     logged whole, is within 25 % of what the run's timers then recorded."""
     cfg, rows = _recorded(bundle, run, str(tmp_path))
-    clock, grand = _clock_at(cfg, rows, 6000)
+    clock, grand = clock_at(cfg, rows, 6000)
     assert clock.ready(6000) and clock.work.later[0] == 3
-    intervals = _whole_intervals(rows, 6000)
+    intervals = whole_intervals(rows, 6000)
     assert len(intervals) >= 2
     projected = sum(
         sum(clock.seconds_left(grand, r["step"] - 1000).values())
         - sum(clock.seconds_left(grand, r["step"]).values())
         for r in intervals
     )
-    took = sum(r.get(f"time/{p}", 0.0) for r in intervals for p in PROJECTED)
+    took = sum(r.get(f"time/{p}", 0.0) for r in intervals for p in TIMERS)
     assert abs(projected / took - 1) < 0.25, (projected, took)
 
 

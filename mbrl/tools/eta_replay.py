@@ -1,0 +1,84 @@
+"""A run's time-left estimate replayed from its metrics, and checked against the wall clock.
+
+:func:`clock_at` feeds a :class:`~mbrl.runtime.eta.RunClock` what the run had logged up to a
+log step (its model phases, evaluations, SAC updates and phase timers), so the estimate can be
+had at any log step of a finished run. :func:`wall_check` then sets the time it projects from
+a step to each later log step against the wall-clock time the run took to get there, within
+one process (a resume's gap is no part of the run's pace). ``scripts/eta_check.py`` prints it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any
+
+from mbrl.config import Config
+from mbrl.runtime.eta import TIMERS, RunClock
+
+Row = dict[str, Any]
+
+
+def clock_at(cfg: Config, rows: list[Row], at: int) -> tuple[RunClock, dict[str, float]]:
+    """The estimate as the run had it at step ``at`` (a log step): its model phases, updates,
+    evaluations and phase timers up to there; and the timers' seconds per phase."""
+    clock, grand = RunClock(cfg), dict.fromkeys(TIMERS, 0.0)
+    rewarder = cfg.rewarder.mode != "none"
+    for r in (r for r in rows if r["step"] <= at):
+        if "model/epochs" in r and r["step"] < at:  # (the phase at ``at`` comes after its log)
+            clock.work.model_phase(r, rewarder=rewarder)
+        elif "eval/return_mean" in r and r["step"] < at:  # (timed in the next log's interval)
+            clock.work.done["eval"] += cfg.eval.episodes
+            clock.work.done["checkpoint"] += 1
+        elif "time/wall" in r:
+            grand = {p: grand[p] + r.get(f"time/{p}", 0.0) for p in TIMERS}
+            clock.work.done["sac"] = r.get("learner/updates", 0)
+    clock.work.done["env"] = float(at)
+    return clock, grand
+
+
+def whole_intervals(rows: list[Row], after: int) -> list[Row]:
+    """The log rows after ``after`` whose interval one process ran whole: a run stopped and
+    resumed loses the time between its last log and the stop (written nowhere), seen as a
+    gap between two logs' wall-clock stamps longer than the later one's ``time/wall``."""
+    timed = [r for r in rows if "time/wall" in r]
+    return [b for a, b in itertools.pairwise(timed) if b["step"] > after and _whole(a, b)]
+
+
+def _whole(a: Row, b: Row) -> bool:
+    return bool(b["time"] - a["time"] < b["time/wall"] * 1.05 + 5)
+
+
+def first_estimate(cfg: Config, rows: list[Row]) -> int | None:
+    """The first log step at which the run's estimate was ready (every phase with work left
+    timed, a later fit made), or None."""
+    for r in rows:
+        if "time/wall" in r and clock_at(cfg, rows, r["step"])[0].ready(r["step"]):
+            return int(r["step"])
+    return None
+
+
+@dataclass(frozen=True)
+class Point:
+    """At log step ``step``: the wall-clock seconds since the estimate's step, and the seconds
+    the estimate projected for them."""
+
+    step: int
+    took: float
+    projected: float
+
+
+def wall_check(cfg: Config, rows: list[Row], at: int) -> list[Point]:
+    """From log step ``at``, for each later log step the same process reached without a
+    resume: the time the run took to get there, and what the estimate at ``at`` projected."""
+    clock, grand = clock_at(cfg, rows, at)
+    left = sum(clock.seconds_left(grand, at).values())
+    timed = [r for r in rows if "time/wall" in r]
+    start = next(r for r in timed if r["step"] == at)
+    out = []
+    for a, b in itertools.pairwise(r for r in timed if r["step"] >= at):
+        if not _whole(a, b):
+            break  # (a resume: the process that made the estimate ended here)
+        projected = left - sum(clock.seconds_left(grand, b["step"]).values())
+        out.append(Point(int(b["step"]), b["time"] - start["time"], projected))
+    return out
