@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mbrl.config import Config
-from mbrl.runtime.eta import TIMERS, RunClock
+from mbrl.runtime.eta import TIMERS, RunClock, Work, time_left
 
 Row = dict[str, Any]
 
@@ -68,17 +68,46 @@ class Point:
     projected: float
 
 
+def process_rates(cfg: Config, rows: list[Row], at: int) -> dict[str, float]:
+    """Seconds per unit of work as the process that logged ``at`` timed them: over its whole
+    log intervals up to ``at`` (after the last resume), for phases it timed enough of (as a
+    running estimate prefers its own process's rates to those its checkpoint saved)."""
+    timed = [r for r in rows if "time/wall" in r and r["step"] <= at]
+    ours: list[tuple[Row, Row]] = []
+    for a, b in itertools.pairwise(timed):
+        ours = [*ours, (a, b)] if _whole(a, b) else []  # (a resume: a new process from b)
+    work, grand = Work(), dict.fromkeys(TIMERS, 0.0)
+    for a, b in ours:
+        grand = {p: grand[p] + b.get(f"time/{p}", 0.0) for p in TIMERS}
+        work.done["env"] += b["step"] - a["step"]
+        work.done["sac"] += b.get("learner/updates", 0) - a.get("learner/updates", 0)
+        inside = [r for r in rows if a["step"] <= r["step"] < b["step"]]  # (timed after a)
+        for r in inside:
+            if "model/epochs" in r:
+                work.model_phase(r, rewarder=cfg.rewarder.mode != "none")
+            elif "eval/return_mean" in r:
+                work.done["eval"] += cfg.eval.episodes
+                work.done["checkpoint"] += 1
+    return work.rates(grand)
+
+
 def wall_check(cfg: Config, rows: list[Row], at: int) -> list[Point]:
     """From log step ``at``, for each later log step the same process reached without a
-    resume: the time the run took to get there, and what the estimate at ``at`` projected."""
+    resume: the time the run took to get there, and what the estimate at ``at`` projected
+    (the run's fits so far; its own process's rates where it had timed them, else the whole
+    run's)."""
     clock, grand = clock_at(cfg, rows, at)
-    left = sum(clock.seconds_left(grand, at).values())
+    rates = {**clock.work.rates(grand), **process_rates(cfg, rows, at)}
+    epochs = clock.work.epochs()
+
+    def left(step: int) -> float:
+        return sum(time_left(cfg, step, rates, epochs).values())
+
     timed = [r for r in rows if "time/wall" in r]
     start = next(r for r in timed if r["step"] == at)
     out = []
     for a, b in itertools.pairwise(r for r in timed if r["step"] >= at):
         if not _whole(a, b):
             break  # (a resume: the process that made the estimate ended here)
-        projected = left - sum(clock.seconds_left(grand, b["step"]).values())
-        out.append(Point(int(b["step"]), b["time"] - start["time"], projected))
+        out.append(Point(int(b["step"]), b["time"] - start["time"], left(at) - left(b["step"])))
     return out
