@@ -23,18 +23,23 @@ def clock_at(cfg: Config, rows: list[Row], at: int) -> tuple[RunClock, dict[str,
     """The estimate as the run had it at step ``at`` (a log step): its model phases, updates,
     evaluations and phase timers up to there; and the timers' seconds per phase."""
     clock, grand = RunClock(cfg), dict.fromkeys(TIMERS, 0.0)
-    rewarder = cfg.rewarder.mode != "none"
     for r in (r for r in rows if r["step"] <= at):
-        if "model/epochs" in r and r["step"] < at:  # (the phase at ``at`` comes after its log)
-            clock.work.model_phase(r, rewarder=rewarder)
-        elif "eval/return_mean" in r and r["step"] < at:  # (timed in the next log's interval)
-            clock.work.done["eval"] += cfg.eval.episodes
-            clock.work.done["checkpoint"] += 1
-        elif "time/wall" in r:
+        if r["step"] < at:  # (a phase or evaluation at ``at`` is timed after its log)
+            _count(cfg, clock.work, r)
+        if "time/wall" in r:
             grand = {p: grand[p] + r.get(f"time/{p}", 0.0) for p in TIMERS}
             clock.work.done["sac"] = r.get("learner/updates", 0)
     clock.work.done["env"] = float(at)
     return clock, grand
+
+
+def _count(cfg: Config, work: Work, row: Row) -> None:
+    """Count a logged model phase or evaluation (with its checkpoint) as work done."""
+    if "model/epochs" in row:
+        work.model_phase(row, rewarder=cfg.rewarder.mode != "none")
+    elif "eval/return_mean" in row:
+        work.done["eval"] += cfg.eval.episodes
+        work.done["checkpoint"] += 1
 
 
 def whole_intervals(rows: list[Row], after: int) -> list[Row]:
@@ -81,13 +86,9 @@ def process_rates(cfg: Config, rows: list[Row], at: int) -> dict[str, float]:
         grand = {p: grand[p] + b.get(f"time/{p}", 0.0) for p in TIMERS}
         work.done["env"] += b["step"] - a["step"]
         work.done["sac"] += b.get("learner/updates", 0) - a.get("learner/updates", 0)
-        inside = [r for r in rows if a["step"] <= r["step"] < b["step"]]  # (timed after a)
-        for r in inside:
-            if "model/epochs" in r:
-                work.model_phase(r, rewarder=cfg.rewarder.mode != "none")
-            elif "eval/return_mean" in r:
-                work.done["eval"] += cfg.eval.episodes
-                work.done["checkpoint"] += 1
+        for r in rows:
+            if a["step"] <= r["step"] < b["step"]:  # (timed in the interval after a's log)
+                _count(cfg, work, r)
     return work.rates(grand)
 
 
