@@ -205,3 +205,35 @@ def test_an_integral_float_is_taken_for_an_integer_key(train_cmd: list[str], tmp
     conf = os.path.join(os.path.dirname(train_cmd[-1]), "..", "conf")
     got = check_overrides(["total_steps=1e3,2.5e3", "model.lr=1e-3", "seed=2"], conf)
     assert got == ["total_steps=1000,2500", "model.lr=1e-3", "seed=2"]
+
+
+def test_a_sigint_from_another_process_is_named_in_the_one_line(
+    train_cmd: list[str], tmp_path: str
+) -> None:
+    """A SIGINT while the run starts quits at once in one line; sent by a process other than
+    a terminal or the run's own parent (here a ``kill`` from elsewhere), the line names it."""
+    import signal
+    import sys
+
+    run = os.path.join(tmp_path, "run")
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": os.path.join(tmp_path, "inductor")}
+    args = [*TINY, "algorithm=sac", "compile=true", f"hydra.run.dir={run}"]
+    proc = subprocess.Popen(
+        [*train_cmd, *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    assert proc.stderr is not None
+    printed = []
+    for line in proc.stderr:  # (the compile warm-up: a cold cache of its own, seconds long)
+        printed.append(line)
+        if line.startswith("compiling"):
+            break
+    kill = f"import os, time; os.kill({proc.pid}, {int(signal.SIGINT)}); time.sleep(60)"
+    killer = subprocess.Popen([sys.executable, "-c", kill])  # (alive while its line is read)
+    try:
+        assert proc.wait(timeout=60) == 130, "".join(printed)
+    finally:
+        killer.kill()
+        killer.wait()
+    last = [line for line in proc.stderr.read().splitlines() if line.strip()][-1]
+    who = f"SIGINT from process {killer.pid}: {sys.executable} -c {kill}"
+    assert last.startswith(f"stopped while the run was starting ({who}): nothing was saved")

@@ -54,6 +54,7 @@ class _Process:
         self.quit_text: QuitText = lambda moment: BEFORE_THE_RUN
         self.moment = STARTING  # until the loop begins (again, for a multirun's next job)
         self.stop: StopRequest | None = None  # the loop's, while it runs
+        self.sender = ""  # who sent the SIGINT, when the watcher saw another process send it
         self._watcher: threading.Thread | None = None
 
 
@@ -110,8 +111,25 @@ def _started() -> None:
 
 def _watch() -> None:
     while _process.moment == STARTING:  # (until the loop begins: _started joins this thread)
-        if signal.sigtimedwait({signal.SIGINT}, 0.1) is not None:
+        info = signal.sigtimedwait({signal.SIGINT}, 0.1)
+        if info is not None:
+            _process.sender = sender(info.si_pid, info.si_code)
             quit_now()
+
+
+def sender(pid: int, code: int) -> str:
+    """Who sent a SIGINT, unless a terminal (the kernel sends its Ctrl-C) or the process that
+    started the run (scripts/seeds.py stopping its runs, a launcher) did: "" for those, else
+    the process and its command line. A run stopped by a process its user did not expect (a
+    ``kill`` from another shell, a supervisor) says which."""
+    if pid <= 0 or code > 0 or pid == os.getppid():  # (si_code > 0: sent by the kernel)
+        return ""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            command = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        command = ""
+    return f"SIGINT from process {pid}: {command[:160] or 'ended since'}"
 
 
 def _handle(signum: int, frame: FrameType | None) -> None:
@@ -128,6 +146,8 @@ def quit_now() -> None:
         text = _process.quit_text(_process.moment)
     except Exception as err:  # the line must not turn into a traceback
         text = f"stopped (Ctrl-C) ({type(err).__name__} while describing the run folder)"
+    if _process.sender:
+        text = text.replace("(Ctrl-C)", f"({_process.sender})", 1)
     sys.stderr.write(f"\n{text}\n")
     sys.stderr.flush()
     runlock.release_all()
