@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -13,6 +12,7 @@ from torch import Tensor
 from mbrl import collectives
 from mbrl.buffer import ReplayBuffer
 from mbrl.envs.vector import VectorEnvs, get_states, set_states
+from mbrl.clock import clock
 from mbrl.staging import HostStager
 
 Policy = Callable[[Tensor], Tensor]  # obs [N, obs_dim] -> act [N, act_dim] in [-1, 1]
@@ -65,7 +65,7 @@ class Collector:
         self._ep_return = np.zeros(n)
         self._ep_len = np.zeros(n, dtype=np.int64)
         self._finished: list[tuple[float, int]] = []  # (return, length) since the last metrics()
-        self._clock = time.perf_counter()
+        self._clock = clock()
         self._steps_at_clock = 0
 
     def obs_tensor(self) -> Tensor:
@@ -120,7 +120,7 @@ class Collector:
     def metrics(self) -> dict[str, Any]:
         """Counters, env steps/s since the last call, and returns of episodes finished since,
         over every rank of a run on several processes (every rank must call it)."""
-        now = time.perf_counter()
+        now = clock()
         rate = (self.envstep_count - self._steps_at_clock) / max(now - self._clock, 1e-9)
         self._clock, self._steps_at_clock = now, self.envstep_count
         out: dict[str, Any] = {

@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from typing import Any, Generic, TypeVar
 import torch
 
 from mbrl.config import ConfigError
+from mbrl.clock import clock
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -116,14 +116,14 @@ class Compiled:
         fails, ``call`` runs again eagerly: if that works, compiling was at fault and stays
         off for good (:func:`fall_back`: strict mode raises); if not, the function's own
         error is raised."""
-        start = time.perf_counter()
+        start = clock()
         try:
             call()
         except Exception as err:  # whatever inductor raises: the eager run below decides
             self.failure = "?"  # (the eager run below)
             call()
             self._fail(err)
-        self.seconds = time.perf_counter() - start
+        self.seconds = clock() - start
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Compiled:
         return self  # compiled code, not state: a copy of its owner runs the same code

@@ -237,3 +237,53 @@ def test_a_sigint_from_another_process_is_named_in_the_one_line(
     last = [line for line in proc.stderr.read().splitlines() if line.strip()][-1]
     who = f"SIGINT from process {killer.pid}: {sys.executable} -c {kill}"
     assert last.startswith(f"stopped while the run was starting ({who}): nothing was saved")
+
+
+def test_a_run_stopped_with_ctrl_z_leaves_the_pause_out_of_its_times(
+    train_cmd: list[str], tmp_path: str
+) -> None:
+    """Ctrl-Z (SIGSTOP) for 4 s, then fg (SIGCONT): the log interval that held the pause says
+    so in ``time/paused``, its ``time/wall`` and phases leave it out (they add up to the wall
+    clock less the pause), no other interval reports a pause, and the summary says how long
+    the run stood stopped."""
+    import signal
+    import time
+
+    run = os.path.join(tmp_path, "run")
+    args = [*TINY, "total_steps=500", "eval.every=500", "logger.progress=false"]
+    proc = subprocess.Popen(
+        [*train_cmd, *args, f"hydra.run.dir={run}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    metrics, deadline = os.path.join(run, "metrics.jsonl"), time.time() + 120
+
+    def logged() -> bool:  # (a log interval timed: the run is past its first one)
+        if not os.path.isfile(metrics):
+            return False
+        with open(metrics, encoding="utf-8") as f:
+            return '"time/wall"' in f.read()
+
+    while not logged():
+        assert proc.poll() is None and time.time() < deadline
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGSTOP)
+    time.sleep(4.0)
+    proc.send_signal(signal.SIGCONT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err[-2000:]
+    with open(metrics, encoding="utf-8") as f:
+        timed = [r for r in map(json.loads, f) if "time/wall" in r]
+    paused = [r for r in timed if "time/paused" in r]
+    assert len(paused) == 1 and 3.5 < paused[0]["time/paused"] < 4.6, paused
+    before = timed[timed.index(paused[0]) - 1]
+    stamps = paused[0]["time"] - before["time"]  # the wall clock between the two logs
+    assert abs(stamps - paused[0]["time/wall"] - paused[0]["time/paused"]) < 1.0
+    phases = sum(v for k, v in paused[0].items() if k.startswith("time/") and k[5:] not in
+                 ("wall", "paused"))  # fmt: skip
+    assert abs(phases - paused[0]["time/wall"]) < 1e-6
+    said = re.search(
+        r"finished at step 500 after .* in this process \(and ([\d.]+) s stopped\)", err
+    )
+    assert said and 3.5 < float(said.group(1)) < 4.6, err[-2000:]

@@ -11,7 +11,7 @@ import tarfile
 import pytest
 from test_eta import CPU_BUNDLE, GPU_BUNDLE, _recorded
 
-from mbrl.tools.eta_replay import clock_at, first_estimate, wall_check
+from mbrl.tools.eta_replay import clock_at, first_estimate, wall_check, whole_intervals
 
 ROOT = os.path.join(os.path.dirname(__file__), os.pardir)
 SCRIPT = os.path.join(ROOT, "scripts", "eta_check.py")
@@ -30,6 +30,24 @@ def test_the_estimate_holds_against_the_wall_clock_of_a_recorded_gpu_run(tmp_pat
     assert [p.step for p in points] == [s for s in sorted(logs) if s > at]
     assert all(p.took == pytest.approx(logs[p.step] - logs[at]) for p in points)
     assert abs(points[-1].projected / points[-1].took - 1) < 0.25
+
+
+def test_a_pause_is_left_out_of_the_time_the_run_took(tmp_path: str) -> None:
+    """The same recorded run as if it had stood stopped 100 s (Ctrl-Z) in its second interval
+    past 6000 (its logs 100 s later from there, that interval's ``time/paused``): the check
+    goes on past the pause and says what the unpaused run says."""
+    cfg, rows = _recorded(GPU_BUNDLE, "model-flow/seed_1", str(tmp_path))
+    logs = sorted({r["step"] for r in rows if "time/wall" in r and r["step"] > 6000})
+    paused_at = logs[1]
+    moved = [
+        {**r, "time": r["time"] + 100.0} if r["step"] >= paused_at and "time" in r else r
+        for r in rows
+    ]
+    moved = [{**r, "time/paused": 100.0} if r["step"] == paused_at and "time/wall" in r else r
+             for r in moved]  # fmt: skip
+    assert wall_check(cfg, moved, 6000) == wall_check(cfg, rows, 6000)
+    steps = [[r["step"] for r in whole_intervals(x, 6000)] for x in (moved, rows)]
+    assert steps[0] == steps[1] and paused_at in steps[0]
 
 
 def test_a_resume_ends_the_check(tmp_path: str) -> None:

@@ -196,6 +196,18 @@ def _row(step: int, stamp: float, wall: float, **extra: object) -> str:
     return json.dumps({"step": step, "time": stamp, "time/wall": wall, **extra}) + "\n"
 
 
+def test_a_run_stopped_with_ctrl_z_is_timed_without_the_pause(tmp_path: str) -> None:
+    """An interval that held a pause (``time/paused``: Ctrl-Z, kill -STOP) counts the time the
+    run ran, and is not taken for a stop and a resume (its stamps are 200 s apart)."""
+    run = str(tmp_path)
+    rows = [_row(1000, 10.0, 10.0), _row(2000, 20.0, 10.0), _row(3000, 220.0, 10.0,
+            **{"time/paused": 190.0}), _row(4000, 230.0, 10.0)]  # fmt: skip
+    with open(os.path.join(run, "metrics.jsonl"), "w", encoding="utf-8") as f:
+        f.writelines(rows)
+    got = run_speed(run, since=0.0)  # (no init_steps: counted from the second interval)
+    assert got is not None and (got["steps"], got["seconds"]) == (2000, pytest.approx(20.0))
+
+
 def test_the_rate_past_the_random_steps(tmp_path: str) -> None:
     """Log lines every 1000 steps, random steps to 2000: a line of an earlier invocation,
     a resume (stamps 500 s apart over a 12 s time/wall), evaluation lines between."""

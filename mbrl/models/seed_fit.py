@@ -20,7 +20,6 @@ seed's checkpoint is a solo run's.
 from __future__ import annotations
 
 import copy
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -34,6 +33,7 @@ from mbrl.models.fit_step import FitProgress
 from mbrl.models.seed_rows import SeedRows
 from mbrl.models.training import ModelTrainer
 from mbrl.optim import autocast
+from mbrl.clock import clock
 
 Status = Callable[[str], None]
 
@@ -186,7 +186,7 @@ class SeedFits:
             t.prepare(d["obs"], d["act"], d["next_obs"], d["rew"], g)
             for t, d, g in zip(self.trainers, data, generators, strict=True)
         ]
-        start = time.perf_counter()
+        start = clock()
         self._copy_in()
         self._epochs(fits, generators, start, status)
         self._copy_out()

@@ -14,7 +14,6 @@ epoch is padded with rows of weight 0, so it trains on bnn.py's rows with bnn.py
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
@@ -29,6 +28,7 @@ from mbrl.models.dynamics import DynamicsModel
 from mbrl.models.fit_step import FitProgress, FitStep, minibatches
 from mbrl.models.model_registry import build_model
 from mbrl.optim import AMP_DTYPES, GuardedStep, adam, autocast
+from mbrl.clock import clock
 
 # (epoch, the holdout score logged at the fit's end as model/holdout_<criterion>, were it to
 # end now: the mean best score of the members that would be the elites, raw target units)
@@ -116,7 +116,7 @@ class ModelTrainer:
         fit is then paused (its state is in :meth:`state_dict`) and the next call with the
         same data goes on from that epoch."""
         x, y, fit = self.prepare(obs, act, next_obs, rew, generator)
-        start = time.perf_counter() - fit.seconds
+        start = clock() - fit.seconds
         if not self._train(x, y, fit, generator, on_epoch, stop):
             self.paused = fit
             return None
@@ -166,7 +166,7 @@ class ModelTrainer:
         if fit.best is None:
             fit.best = torch.full((self.cfg.members,), float("inf"), device=x.device)
             fit.snapshot = [p.detach().clone() for p in self._members]
-        start, hold_idx = time.perf_counter() - fit.seconds, fit.hold_idx
+        start, hold_idx = clock() - fit.seconds, fit.hold_idx
         while True:
             fit.train_loss = self._epoch(x, y, fit.boot, gen)
             fit.epoch += 1
@@ -181,7 +181,7 @@ class ModelTrainer:
             read = torch.stack([improved.any().float(), self._shown_score(fit.best)])
             any_improved, score = read.tolist()  # sync-ok: once per epoch (early stopping)
             fit.stale = 0 if any_improved else fit.stale + 1
-            fit.seconds = time.perf_counter() - start
+            fit.seconds = clock() - start
             if on_epoch is not None:
                 on_epoch(fit.epoch, score)
             if self.done(fit.epoch, fit.stale, start):
@@ -270,7 +270,7 @@ class ModelTrainer:
             return True
         if cfg.max_seconds is None:
             return False
-        return collectives.any_flag(time.perf_counter() - start >= cfg.max_seconds)
+        return collectives.any_flag(clock() - start >= cfg.max_seconds)
 
     def _finish(
         self, xh: Tensor, yh: Tensor, train_loss: Tensor, epochs: int, start: float
@@ -290,7 +290,7 @@ class ModelTrainer:
             **{f"model/holdout_{c}": scores[c][elites].mean() for c in sorted(scores)},
             "model/epochs": epochs,
             "model/elites": self.cfg.elites,
-            "model/fit_seconds": time.perf_counter() - start,
+            "model/fit_seconds": clock() - start,
             "model/holdout_rows": int(xh.shape[0]),
             "model/train_rows": int(self._train_rows),
             "model/nonfinite_steps": self._step.skipped,

@@ -148,6 +148,8 @@ def summary_text(t: Run, outcome: str) -> str:
         f"{'finished' if outcome == 'finished' else f'stopped ({outcome})'} at step "
         f"{t.env_steps} after {duration(wall)} in this process"
     )
+    if t.timer.stopped() >= 1.0:  # (Ctrl-Z, kill -STOP: left out of every time here)
+        head += f" (and {duration(t.timer.stopped())} stopped)"
     last = t.last_eval.get("eval/return_mean")
     evals = "none yet"
     if last is not None:

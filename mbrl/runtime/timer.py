@@ -6,15 +6,19 @@ host from stepping the env while the GPU runs the queued updates): a phase's tim
 between its two events on the GPU's stream, read once per log interval. Time the GPU spends on
 queued work while the host moves on is billed to the phase that queued it; a phase with no GPU
 work (the env step) counts only where the GPU waits for it.
+
+Time the process stood stopped (Ctrl-Z, ``kill -STOP``: :mod:`mbrl.clock`) counts in no
+phase and not in ``time/wall``; ``time/paused`` says how much there was in a log interval.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import torch
+
+from mbrl.clock import clock, paused
 
 
 class PhaseTimer:
@@ -22,28 +26,31 @@ class PhaseTimer:
         self._cuda = device.type == "cuda"
         self._totals: dict[str, float] = {}  # seconds since the last metrics(), per phase
         self._grand: dict[str, float] = {}  # seconds since construction, per phase
-        self._pending: list[tuple[str, torch.cuda.Event, torch.cuda.Event]] = []
-        self._start = self.created = time.perf_counter()
+        # (a CUDA phase's events, and the seconds the process stood stopped between them)
+        self._pending: list[tuple[str, torch.cuda.Event, torch.cuda.Event, float]] = []
+        self._start = self.created = clock()
+        self._paused = self._paused_at_start = paused()  # (at the last metrics(); at creation)
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
         if self._cuda:
             start = torch.cuda.Event(enable_timing=True)
             start.record()
+            stopped = paused()
             try:
                 yield
             finally:
                 end = torch.cuda.Event(enable_timing=True)
                 end.record()
-                self._pending.append((name, start, end))
+                self._pending.append((name, start, end, paused() - stopped))
                 if len(self._pending) > 4096:  # a long log interval: read the finished ones
                     self._resolve(wait=False)
             return
-        t0 = time.perf_counter()
+        t0 = clock()
         try:
             yield
         finally:
-            self._add(name, time.perf_counter() - t0)
+            self._add(name, clock() - t0)
 
     def _add(self, name: str, seconds: float) -> None:
         self._totals[name] = self._totals.get(name, 0.0) + seconds
@@ -55,10 +62,10 @@ class PhaseTimer:
         if wait and self._pending:
             self._pending[-1][2].synchronize()  # sync-ok: once per log interval
         done = 0
-        for name, start, end in self._pending:
+        for name, start, end, stopped in self._pending:
             if not (wait or end.query()):
                 break
-            self._add(name, start.elapsed_time(end) / 1000.0)
+            self._add(name, max(start.elapsed_time(end) / 1000.0 - stopped, 0.0))
             done += 1
         del self._pending[:done]
 
@@ -69,16 +76,24 @@ class PhaseTimer:
         return self._grand
 
     def wall(self) -> float:
-        """Seconds since the timer was created."""
-        return time.perf_counter() - self.created
+        """Seconds since the timer was created, less any time the process stood stopped."""
+        return clock() - self.created
+
+    def stopped(self) -> float:
+        """Seconds the process stood stopped since the timer was created."""
+        return paused() - self._paused_at_start
 
     def metrics(self) -> dict[str, float]:
-        """``time/<phase>`` seconds and ``time/other`` since the last call; then reset."""
+        """``time/<phase>`` seconds and ``time/other`` since the last call, ``time/wall`` (their
+        sum) and, if the process stood stopped meanwhile, ``time/paused``; then reset."""
         self._resolve()
-        wall = time.perf_counter() - self._start
+        wall = clock() - self._start
         out = {f"time/{k}": v for k, v in self._totals.items()}
         out["time/other"] = max(wall - sum(self._totals.values()), 0.0)
         out["time/wall"] = wall
+        stopped = paused() - self._paused
+        if stopped > 0:
+            out["time/paused"] = stopped
         self._totals = {}
-        self._start = time.perf_counter()
+        self._start, self._paused = clock(), paused()
         return out

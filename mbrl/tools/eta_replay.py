@@ -51,7 +51,7 @@ def whole_intervals(rows: list[Row], after: int) -> list[Row]:
 
 
 def _whole(a: Row, b: Row) -> bool:
-    return bool(b["time"] - a["time"] < b["time/wall"] * 1.05 + 5)
+    return bool(b["time"] - a["time"] < (b["time/wall"] + b.get("time/paused", 0.0)) * 1.05 + 5)
 
 
 def first_estimate(cfg: Config, rows: list[Row]) -> int | None:
@@ -106,9 +106,11 @@ def wall_check(cfg: Config, rows: list[Row], at: int) -> list[Point]:
 
     timed = [r for r in rows if "time/wall" in r]
     start = next(r for r in timed if r["step"] == at)
-    out = []
+    out, stopped = [], 0.0  # (seconds the process stood stopped: Ctrl-Z, kill -STOP)
     for a, b in itertools.pairwise(r for r in timed if r["step"] >= at):
         if not _whole(a, b):
             break  # (a resume: the process that made the estimate ended here)
-        out.append(Point(int(b["step"]), b["time"] - start["time"], left(at) - left(b["step"])))
+        stopped += b.get("time/paused", 0.0)
+        took = b["time"] - start["time"] - stopped
+        out.append(Point(int(b["step"]), took, left(at) - left(b["step"])))
     return out

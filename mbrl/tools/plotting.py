@@ -24,6 +24,8 @@ IGNORED += ("threads", "device", "hydra")
 # Config groups: a run picks one file of each (model=flow); its keys follow from the choice.
 GROUPS = ("env", "model", "algorithm", "agent")
 
+NOT_PHASES = ("time/wall", "time/paused")  # a log interval's time/ keys that are no phase
+
 
 @dataclass
 class Run:
@@ -50,7 +52,7 @@ class Run:
         out: dict[str, float] = {}
         for r in self.rows:
             for k, v in r.items():
-                if k.startswith("time/") and k != "time/wall" and v is not None:
+                if k.startswith("time/") and k not in NOT_PHASES and v is not None:
                     out[k[5:]] = out.get(k[5:], 0.0) + float(v)
         return out
 

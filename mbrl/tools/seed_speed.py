@@ -39,7 +39,8 @@ def run_speed(path: str, since: float) -> dict[str, Any] | None:
     steps, seconds, stamps = 0, 0.0, []
     warm = False  # whether this process's first interval past the random steps has passed
     for prev, row in itertools.pairwise(rows):
-        gap = row["time"] - prev["time"]
+        stopped = row.get("time/paused", 0.0)  # (Ctrl-Z or kill -STOP: not the run's time)
+        gap = row["time"] - prev["time"] - stopped
         if gap > row["time/wall"] + SAME_PROCESS_SLACK:  # (a stop and a resume: left out)
             warm = prev["step"] >= init  # (its first model fit is still to come if not)
             continue
