@@ -11,8 +11,8 @@ from torch import Tensor
 
 from mbrl import collectives
 from mbrl.buffer import ReplayBuffer
-from mbrl.envs.vector import VectorEnvs, get_states, set_states
 from mbrl.clock import clock
+from mbrl.envs.vector import VectorEnvs, get_states, set_states
 from mbrl.staging import HostStager
 
 Policy = Callable[[Tensor], Tensor]  # obs [N, obs_dim] -> act [N, act_dim] in [-1, 1]

@@ -30,8 +30,8 @@ from typing import Any, Generic, TypeVar
 
 import torch
 
-from mbrl.config import ConfigError
 from mbrl.clock import clock
+from mbrl.config import ConfigError
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)

@@ -28,12 +28,12 @@ from torch import Tensor, nn
 from torch.func import functional_call, grad, vmap
 
 from flows.nn import ReLU
+from mbrl.clock import clock
 from mbrl.compiled import Compiled, GraphedStep, what_ran
 from mbrl.models.fit_step import FitProgress
 from mbrl.models.seed_rows import SeedRows
 from mbrl.models.training import ModelTrainer
 from mbrl.optim import autocast
-from mbrl.clock import clock
 
 Status = Callable[[str], None]
 

@@ -22,13 +22,13 @@ import torch
 from torch import Tensor
 
 from mbrl import collectives
+from mbrl.clock import clock
 from mbrl.compiled import Compiled
 from mbrl.config import ModelConfig
 from mbrl.models.dynamics import DynamicsModel
 from mbrl.models.fit_step import FitProgress, FitStep, minibatches
 from mbrl.models.model_registry import build_model
 from mbrl.optim import AMP_DTYPES, GuardedStep, adam, autocast
-from mbrl.clock import clock
 
 # (epoch, the holdout score logged at the fit's end as model/holdout_<criterion>, were it to
 # end now: the mean best score of the members that would be the elites, raw target units)

@@ -1,0 +1,59 @@
+"""mbrl/clock.py: the time a process stood stopped (Ctrl-Z, kill -STOP) is left out of its
+clock; a long call that holds the GIL (the watcher wakes late then too) is not a pause."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+
+# A process that starts the clock, then on each line of stdin: "busy" holds the GIL for
+# about 3.5 s in one C call (no other thread runs meanwhile), "show" prints the pause total.
+CHILD = """
+import sys, time
+from mbrl.clock import clock, paused
+paused()
+print("ready", flush=True)
+for line in sys.stdin:
+    if line.strip() == "busy":
+        t0 = time.perf_counter()
+        sum(range(10**6))
+        n = int(3.5e6 / (time.perf_counter() - t0))  # (about 3.5 s in one call)
+        t0 = time.perf_counter()
+        sum(range(n))  # (a C loop: the GIL is not let go, no other thread runs)
+        print(f"busy {time.perf_counter() - t0:.2f}", flush=True)
+    else:
+        print(f"paused {paused():.3f}", flush=True)
+"""
+
+
+def _child() -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+    return proc
+
+
+def _ask(proc: subprocess.Popen[str], what: str) -> str:
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(what + "\n")
+    proc.stdin.flush()
+    return proc.stdout.readline().strip()
+
+
+def test_a_stop_is_left_out_and_a_busy_call_is_not() -> None:
+    proc = _child()
+    try:
+        took = float(_ask(proc, "busy").split()[1])
+        assert took >= 2.5 and _ask(proc, "show") == "paused 0.000"  # the GIL held: no pause
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGSTOP)
+        time.sleep(3.0)
+        proc.send_signal(signal.SIGCONT)
+        stopped = float(_ask(proc, "show").split()[1])
+        assert 2.7 <= stopped <= 3.2, stopped  # (to within the watcher's tick, 0.25 s)
+    finally:
+        proc.kill()
+        proc.wait()
