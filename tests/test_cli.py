@@ -37,8 +37,12 @@ TINY = [
 
 
 def _run(cmd: list[str], cwd: str) -> subprocess.CompletedProcess[str]:
+    """The command's output; in a session of its own, as a terminal's job is: a signal sent
+    to the test runner's process group is not the run's."""
     env = {**os.environ, "HYDRA_FULL_ERROR": "0"}
-    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=300, env=env)
+    return subprocess.run(
+        cmd, cwd=cwd, capture_output=True, text=True, timeout=300, env=env, start_new_session=True
+    )
 
 
 def test_bad_env_and_bad_value_fail_fast_without_a_folder(

@@ -390,8 +390,9 @@ def _train_compiled(train_cmd: list[str], run: str, *overrides: str) -> list[dic
     cmd = [*train_cmd, *args, "algorithm=sac", "eval.every=150", "compile=true", *overrides]
     env = _plugin_env(FLOWMBPO_STRICT="1")
     proc = subprocess.run(
-        [*cmd, f"hydra.run.dir={run}"], env=env, capture_output=True, text=True, timeout=900
-    )
+        [*cmd, f"hydra.run.dir={run}"], env=env, capture_output=True, text=True, timeout=900,
+        start_new_session=True,  # (as a terminal's job: the test runner's group is not its)
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = _metrics(run)
     assert {r["speed/sac_update"] for r in rows if "speed/sac_update" in r} == {"compiled"}
