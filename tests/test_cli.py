@@ -239,17 +239,17 @@ def test_a_sigint_from_another_process_is_named_in_the_one_line(
         killer.kill()
         killer.wait()
     last = [line for line in proc.stderr.read().splitlines() if line.strip()][-1]
-    who = f"SIGINT from process {killer.pid}: {sys.executable} -c {kill}"
+    who = f"SIGINT from process {killer.pid}: {f'{sys.executable} -c {kill}'[:160]}"
     assert last.startswith(f"stopped while the run was starting ({who}): nothing was saved")
 
 
 def test_a_run_stopped_with_ctrl_z_leaves_the_pause_out_of_its_times(
     train_cmd: list[str], tmp_path: str
 ) -> None:
-    """Ctrl-Z (SIGSTOP) for 4 s, then fg (SIGCONT): the log interval that held the pause says
-    so in ``time/paused``, its ``time/wall`` and phases leave it out (they add up to the wall
-    clock less the pause), no other interval reports a pause, and the summary says how long
-    the run stood stopped."""
+    """kill -STOP for 4 s (Ctrl-Z stops a run alike), then kill -CONT: the log interval that
+    held the pause says so in ``time/paused``, its ``time/wall`` and phases leave it out (they
+    add up to the wall clock less the pause), no other interval reports a pause, and the
+    summary says how long the run stood stopped."""
     import signal
     import time
 

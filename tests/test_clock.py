@@ -53,7 +53,7 @@ def test_a_stop_is_left_out_and_a_busy_call_is_not() -> None:
         time.sleep(3.0)
         proc.send_signal(signal.SIGCONT)
         stopped = float(_ask(proc, "show").split()[1])
-        assert 2.7 <= stopped <= 3.2, stopped  # (to within the watcher's tick, 0.25 s)
+        assert 2.7 <= stopped <= 3.6, stopped  # (to within the watcher's tick, 0.25 s, and load)
     finally:
         proc.kill()
         proc.wait()

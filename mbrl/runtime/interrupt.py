@@ -122,7 +122,7 @@ def sender(pid: int, code: int) -> str:
     started the run (scripts/seeds.py stopping its runs, a launcher) did: "" for those, else
     the process and its command line. A run stopped by a process its user did not expect (a
     ``kill`` from another shell, a supervisor) says which."""
-    if pid <= 0 or code > 0 or pid == os.getppid():  # (si_code > 0: sent by the kernel)
+    if pid <= 0 or code > 0 or pid in (os.getppid(), os.getpid()):  # (code > 0: the kernel)
         return ""
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
