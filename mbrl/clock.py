@@ -2,49 +2,77 @@
 timers leave it out, so that phase times, env steps/s, fit seconds and the time-left estimate
 say what the run took, not how long it was suspended.
 
-A stopped process runs none of its threads and spends no CPU time, while the monotonic clock
-goes on. A watcher thread wakes every :data:`TICK` seconds; between two readings (its own or a
-timer's), wall-clock time beyond the CPU time the process spent meanwhile, if over :data:`GAP`
-seconds, is a pause. The watcher keeps the readings at most a tick apart while the process
-runs, so waiting (for the GPU, the disk, a sleep) never adds up to a pause; a long call that
-holds the GIL delays the watcher too, but spends CPU time that whole while, so it is none
-(torch.save and torch.load let the GIL go: measured late wake-ups of 10 ms). Taken for a pause
-all the same: a call that holds the GIL while it waits, or while the machine is too loaded to
-run it, for more than :data:`GAP` seconds in all.
+A stopped process runs none of its threads, and none waits to run, while the monotonic clock
+goes on. A watcher thread wakes every :data:`TICK` seconds. When it wakes (or a timer reads
+the clock) more than :data:`GAP` seconds after its last look, the wall-clock time since, beyond
+what the busiest thread of the process ran or waited for a core meanwhile (Linux's per-thread
+schedstat), is a pause. So waiting (for the GPU, the disk, a sleep) never adds up to one: the
+watcher looks every tick then. A long call that holds the GIL delays the watcher too, but its
+thread runs (or waits for a core, on a loaded machine) that whole while: no pause. Taken for a
+pause all the same: a call that holds the GIL while it sleeps on I/O for over :data:`GAP`
+seconds (torch.save and torch.load let the GIL go: measured late wake-ups of 10 ms). Without
+schedstat (not Linux), the process's CPU time stands in for the busiest thread's.
 
 ``max_minutes`` is a wall-clock budget (a GPU slot, a queue's limit): it counts a pause.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
 TICK = 0.25  # seconds between the watcher's wake-ups
-GAP = 2.0  # wall-clock seconds beyond the CPU time spent, at least, for a pause
+GAP = 2.0  # seconds between two looks, at least, that may hold a pause
+
+
+def _busy() -> dict[int, float]:
+    """Seconds each thread of this process has run or waited for a core (Linux), or the
+    process's CPU time as thread 0 where that cannot be read."""
+    out: dict[int, float] = {}
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return {0: time.process_time()}
+    for tid in tids:
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat", "rb") as f:
+                ran, waited = f.read().split()[:2]
+        except (OSError, ValueError):  # (a thread that has just ended)
+            continue
+        out[int(tid)] = (int(ran) + int(waited)) / 1e9
+    return out or {0: time.process_time()}
 
 
 class _Watcher:
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._total = 0.0  # seconds stopped so far
-        self._last = (time.perf_counter(), time.process_time())  # the last reading
+        self.total = 0.0  # seconds stopped so far
+        self._last, self._busy = time.perf_counter(), _busy()  # the last look
         threading.Thread(target=self._run, name="pause watcher", daemon=True).start()
 
     def _run(self) -> None:
         while True:
             time.sleep(TICK)
-            self.read()
+            with self._lock:
+                self._look()
+
+    def _look(self) -> None:
+        now, busy = time.perf_counter(), _busy()
+        if now - self._last > GAP:  # (a thread new since the last look counts from 0)
+            stood = now - self._last - max(busy[t] - self._busy.get(t, 0.0) for t in busy)
+            if stood > GAP:
+                self.total += stood
+        self._last, self._busy = now, busy
 
     def read(self) -> float:
-        """The seconds stopped so far, with those since the last reading."""
-        with self._lock:
-            now, cpu = time.perf_counter(), time.process_time()
-            stood = (now - self._last[0]) - (cpu - self._last[1])
-            if stood > GAP:
-                self._total += stood
-            self._last = (now, cpu)
-            return self._total
+        """The seconds stopped so far; if the watcher has not looked for over :data:`GAP`
+        seconds (the process just continued, before the watcher ran), looks first."""
+        if time.perf_counter() - self._last > GAP:
+            with self._lock:
+                if time.perf_counter() - self._last > GAP:
+                    self._look()
+        return self.total
 
 
 _watcher: _Watcher | None = None
