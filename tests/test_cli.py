@@ -223,8 +223,9 @@ def test_a_sigint_from_another_process_is_named_in_the_one_line(
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": os.path.join(tmp_path, "inductor")}
     args = [*TINY, "algorithm=sac", "compile=true", f"hydra.run.dir={run}"]
     proc = subprocess.Popen(
-        [*train_cmd, *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
-    )
+        [*train_cmd, *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,  # (as a terminal's job, as _run's)
+    )  # fmt: skip
     assert proc.stderr is not None
     printed = []
     for line in proc.stderr:  # (the compile warm-up: a cold cache of its own, seconds long)
@@ -260,6 +261,7 @@ def test_a_run_stopped_with_ctrl_z_leaves_the_pause_out_of_its_times(
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        start_new_session=True,  # (as a terminal's job, as _run's)
     )
     metrics, deadline = os.path.join(run, "metrics.jsonl"), time.time() + 120
 
@@ -270,7 +272,9 @@ def test_a_run_stopped_with_ctrl_z_leaves_the_pause_out_of_its_times(
             return '"time/wall"' in f.read()
 
     while not logged():
-        assert proc.poll() is None and time.time() < deadline
+        if proc.poll() is not None or time.time() > deadline:
+            proc.kill()
+            raise AssertionError(proc.communicate()[1][-2000:])
         time.sleep(0.05)
     proc.send_signal(signal.SIGSTOP)
     time.sleep(4.0)

@@ -30,8 +30,9 @@ for line in sys.stdin:
 
 def _child() -> subprocess.Popen[str]:
     proc = subprocess.Popen(
-        [sys.executable, "-c", CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
+        [sys.executable, "-c", CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        start_new_session=True,  # (a session of its own: only this test's signals reach it)
+    )  # fmt: skip
     assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
     return proc
 
