@@ -117,13 +117,20 @@ def _watch() -> None:
             quit_now()
 
 
+# si_code of a SIGINT no process sent by kill(), sigqueue() or tgkill(): what sent it
+_NOT_A_PROCESS = {-2: "a POSIX timer", -3: "a message queue", -4: "asynchronous I/O", -5: "SIGIO"}
+
+
 def sender(pid: int, code: int) -> str:
     """Who sent a SIGINT, unless a terminal (the kernel sends its Ctrl-C) or the process that
     started the run (scripts/seeds.py stopping its runs, a launcher) did: "" for those, else
-    the process and its command line. A run stopped by a process its user did not expect (a
-    ``kill`` from another shell, a supervisor) says which."""
-    if pid <= 0 or code > 0 or pid in (os.getppid(), os.getpid()):  # (code > 0: the kernel)
-        return ""
+    the process and its command line (``si_code`` when the kernel names no process). A run
+    stopped by a process its user did not expect (a ``kill`` from another shell, a
+    supervisor) says which."""
+    if code > 0 or (code in (0, -1, -6) and pid in (0, os.getppid(), os.getpid())):
+        return ""  # (code > 0: the kernel; 0, -1, -6: kill, sigqueue, tgkill)
+    if code not in (0, -1, -6):
+        return f"SIGINT from {_NOT_A_PROCESS.get(code, f'si_code {code}')}"
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             command = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
