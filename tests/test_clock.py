@@ -47,13 +47,24 @@ def _ask(proc: subprocess.Popen[str], what: str) -> str:
 def test_a_stop_is_left_out_and_a_busy_call_is_not() -> None:
     proc = _child()
     try:
-        took = float(_ask(proc, "busy").split()[1])
-        assert took >= 2.6 and _ask(proc, "show") == "paused 0.000"  # the GIL held: no pause
+        # The GIL held 2.6 s or more: no pause. (Up to three tries: the loop ends at the first
+        # call that lasted, and a stall of the whole machine, which no thread ran through
+        # either, would make that call the one; a clock that took such a call for a pause
+        # would fail all three.)
+        seen: list[tuple[float, float]] = []  # (the call's seconds, the pause counted in it)
+        for _ in range(3):
+            before = float(_ask(proc, "show").split()[1])
+            took = float(_ask(proc, "busy").split()[1])
+            seen.append((took, float(_ask(proc, "show").split()[1]) - before))
+            if seen[-1][1] == 0.0:
+                break
+        assert seen[-1][0] >= 2.6 and seen[-1][1] == 0.0, seen
+        before = float(_ask(proc, "show").split()[1])
         time.sleep(0.5)
         proc.send_signal(signal.SIGSTOP)
         time.sleep(3.0)
         proc.send_signal(signal.SIGCONT)
-        stopped = float(_ask(proc, "show").split()[1])
+        stopped = float(_ask(proc, "show").split()[1]) - before
         assert 2.7 <= stopped <= 3.6, stopped  # (to within the watcher's tick, 0.25 s, and load)
     finally:
         proc.kill()
