@@ -313,14 +313,22 @@ def test_a_run_stopped_with_ctrl_z_leaves_the_pause_out_of_its_times(
 def test_the_sigint_line_names_only_an_unexpected_sender() -> None:
     """A terminal's Ctrl-C (the kernel), the run's parent and the run itself go unnamed; a
     timer, or another process (with its command line), is named."""
+    import time
+
     from mbrl.runtime.interrupt import sender
 
     assert sender(0, 0x80) == sender(os.getppid(), 0) == sender(os.getpid(), -6) == ""
     assert sender(2076534103, -2) == "SIGINT from a POSIX timer"
     other = subprocess.Popen(["sleep", "30"])
     try:
+        deadline = time.time() + 10
+        while time.time() < deadline:  # (until it has exec'd: before, it shows this process)
+            with open(f"/proc/{other.pid}/cmdline", "rb") as f:
+                if f.read().startswith(b"sleep"):
+                    break
+            time.sleep(0.01)
         assert sender(other.pid, 0) == f"SIGINT from process {other.pid}: sleep 30"
     finally:
         other.kill()
         other.wait()
-    assert sender(other.pid, 0) == f"SIGINT from process {other.pid}: ended since"
+    assert sender(other.pid, 0) == f"SIGINT from process {other.pid}: ended since (si_code 0)"

@@ -136,7 +136,7 @@ def sender(pid: int, code: int) -> str:
             command = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
     except OSError:
         command = ""
-    return f"SIGINT from process {pid}: {command[:160] or 'ended since'}"
+    return f"SIGINT from process {pid}: {command[:160] or f'ended since (si_code {code})'}"
 
 
 def _handle(signum: int, frame: FrameType | None) -> None:
