@@ -7,6 +7,7 @@ import json
 import os
 import re
 import subprocess
+from typing import Any
 
 from mbrl.envs import ENVS
 from mbrl.models import MODELS
@@ -37,25 +38,22 @@ TINY = [
 
 
 def _run(cmd: list[str], cwd: str) -> subprocess.CompletedProcess[str]:
-    """The command's output; in a session of its own, as a terminal's job is. No test sends
-    these commands a SIGINT: one that quit at start on a SIGINT from elsewhere (this test VM
-    has sent some to starting runs, its sender named in the line) runs once more."""
     env = {**os.environ, "HYDRA_FULL_ERROR": "0"}
+    return run_started(cmd, cwd=cwd, env=env, timeout=300)
+
+
+def run_started(cmd: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    """``subprocess.run`` of a command (its output as text), in a session of its own, as a
+    terminal's job is. No test sends these commands a SIGINT: one that quit at its start on a
+    SIGINT from elsewhere (this test VM has sent some to starting runs, its sender named in
+    the line: exit code 130, the start's one line) runs once more."""
+    starting = ("stopped before the run started (", "stopped while the run was starting (")
     for _ in range(2):
-        proc = subprocess.run(
-            cmd, cwd=cwd, capture_output=True, text=True, timeout=300, env=env,
-            start_new_session=True,
-        )  # fmt: skip
-        if not stray_sigint(proc):
+        proc = subprocess.run(cmd, capture_output=True, text=True, start_new_session=True, **kwargs)
+        if not (proc.returncode == 130 and proc.stderr.strip().startswith(starting)):
             break
         print(f"run again after a SIGINT from outside the test: {proc.stderr.strip()}")
     return proc
-
-
-def stray_sigint(proc: subprocess.CompletedProcess[str]) -> bool:
-    """Whether a run quit at start on a SIGINT (exit code 130, the start's one line)."""
-    starting = ("stopped before the run started (", "stopped while the run was starting (")
-    return proc.returncode == 130 and proc.stderr.strip().startswith(starting)
 
 
 def test_bad_env_and_bad_value_fail_fast_without_a_folder(

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
-from test_cli import stray_sigint
+from test_cli import run_started
 from torch import Tensor, nn
 
 from flows.nn import EnsembleLinear, EnsembleMLP
@@ -390,13 +390,7 @@ def _train_compiled(train_cmd: list[str], run: str, *overrides: str) -> list[dic
     args = [a for a in TINY if a not in ("logger.progress=false", "compile=false")]
     cmd = [*train_cmd, *args, "algorithm=sac", "eval.every=150", "compile=true", *overrides]
     env = _plugin_env(FLOWMBPO_STRICT="1")
-    for _ in range(2):  # (once more after a SIGINT from outside the test: see test_cli._run)
-        proc = subprocess.run(
-            [*cmd, f"hydra.run.dir={run}"], env=env, capture_output=True, text=True, timeout=900,
-            start_new_session=True,  # (as a terminal's job: the test runner's group is not its)
-        )  # fmt: skip
-        if not stray_sigint(proc):
-            break
+    proc = run_started([*cmd, f"hydra.run.dir={run}"], env=env, timeout=900)
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = _metrics(run)
     assert {r["speed/sac_update"] for r in rows if "speed/sac_update" in r} == {"compiled"}

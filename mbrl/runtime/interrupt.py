@@ -117,7 +117,8 @@ def _watch() -> None:
             quit_now()
 
 
-# si_code of a SIGINT no process sent by kill(), sigqueue() or tgkill(): what sent it
+FROM_A_PROCESS = (0, -1, -6)  # si_code of kill(), sigqueue(), tgkill(): si_pid is the sender
+# si_code of a SIGINT no process sent: what sent it
 _NOT_A_PROCESS = {-2: "a POSIX timer", -3: "a message queue", -4: "asynchronous I/O", -5: "SIGIO"}
 
 
@@ -127,9 +128,9 @@ def sender(pid: int, code: int) -> str:
     the process and its command line (``si_code`` when the kernel names no process). A run
     stopped by a process its user did not expect (a ``kill`` from another shell, a
     supervisor) says which."""
-    if code > 0 or (code in (0, -1, -6) and pid in (0, os.getppid(), os.getpid())):
-        return ""  # (code > 0: the kernel; 0, -1, -6: kill, sigqueue, tgkill)
-    if code not in (0, -1, -6):
+    if code > 0 or (code in FROM_A_PROCESS and pid in (0, os.getppid(), os.getpid())):
+        return ""  # (code > 0: the kernel)
+    if code not in FROM_A_PROCESS:
         return f"SIGINT from {_NOT_A_PROCESS.get(code, f'si_code {code}')}"
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
