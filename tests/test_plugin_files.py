@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 from omegaconf import OmegaConf
+from test_cli import run_started
 
 from mbrl.runtime.checkpoint import load
 
@@ -57,7 +58,7 @@ def _run(
     script: str, args: list[str], env: dict[str, str], cwd: str
 ) -> subprocess.CompletedProcess:
     cmd = [sys.executable, os.path.join(SCRIPTS, script), *args]
-    return subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=600)
+    return run_started(cmd, env=env, cwd=cwd, timeout=600)
 
 
 def _plugin(folder: str) -> str:

@@ -16,6 +16,7 @@ import time
 import numpy as np
 import pytest
 import torch
+from test_cli import run_started
 
 from mbrl.runtime import checkpoint
 from mbrl.tools.plotting import read_metrics
@@ -27,6 +28,7 @@ from mbrl.tools.seed_runs import (
     parse_duration,
     parse_seeds,
     stages,
+    stop_line,
 )
 from mbrl.tools.seed_tables import stands_still
 from mbrl.tools.stats import bootstrap_interval
@@ -41,7 +43,7 @@ TINY = [
 
 def seeds(out: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     cmd = [sys.executable, os.path.join(ROOT, "scripts", "seeds.py"), out, *args, "--", *TINY]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    return run_started(cmd, timeout=timeout, cwd=ROOT)
 
 
 def _evals(run: str) -> dict[int, float]:
@@ -192,6 +194,36 @@ def test_a_signal_stops_every_run_with_a_checkpoint(tmp_path: str, sig: int, bat
         assert f"{name} stopped at step" in text, text
         assert os.path.isfile(os.path.join(run, "ckpt", "last.pt"))
     assert os.path.isfile(os.path.join(out, "summary.md"))
+
+
+def test_a_run_stopped_by_another_process_is_said_to_be_in_its_own_words(tmp_path: str) -> None:
+    """A SIGINT that seeds.py did not send (a ``kill -INT`` from another shell) stops that run
+    with its checkpoint; seeds.py repeats the run's last line, which names the sender."""
+    out = os.path.join(tmp_path, "camp")
+    cmd = [sys.executable, os.path.join(ROOT, "scripts", "seeds.py"), out, "--seeds", "0",
+           "--steps", "200000", "--", *TINY]  # fmt: skip
+    err = os.path.join(tmp_path, "stderr")
+    with open(err, "w", encoding="utf-8") as f:
+        proc = subprocess.Popen(cmd, stderr=f, cwd=ROOT, start_new_session=True)
+    run = os.path.join(out, "runs", "base", "seed_0")
+    try:
+        deadline = time.time() + 240
+        while not (os.path.isfile(os.path.join(run, "metrics.jsonl")) and _evals(run)):
+            assert proc.poll() is None and time.time() < deadline, _text(err)
+            time.sleep(0.5)
+        (pid,) = [int(p) for p in re.findall(r"\(pid (\d+)\)", _text(err))]
+        os.kill(pid, signal.SIGINT)
+        assert proc.wait(timeout=180) == 0, _text(err)
+    finally:  # (a run left going would outlive the test: 200 000 steps)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    text = _text(err)
+    said = stop_line(os.path.join(out, "logs", "base__seed_0.log"))
+    assert said.startswith("stopped (Ctrl-C) at step"), said
+    assert re.search(
+        rf"base/seed_0 stopped at step [\d,]+ \(\d+ s\)\n  it says: {re.escape(said)}", text
+    )
+    assert os.path.isfile(os.path.join(run, "ckpt", "last.pt"))
 
 
 def test_bad_input_is_refused_before_any_run(tmp_path: str) -> None:

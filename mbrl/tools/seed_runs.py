@@ -241,6 +241,8 @@ class Pool:
             )
             if outcome.startswith("failed"):
                 self.say(f"  its output: {self.log_path(job)}")
+            elif code == STOPPED and self.stopping_since is None:  # (a signal sent by another)
+                self.say(f"  it says: {stop_line(self.log_path(job))}")
             self._report()
 
     def _outcome(self, code: int, job: Job) -> str:
@@ -290,6 +292,17 @@ class Pool:
 def members(job: Job | Batch) -> list[Job]:
     """The runs a process runs: a job's own, or a batch's."""
     return job.jobs if isinstance(job, Batch) else [job]
+
+
+def stop_line(path: str) -> str:
+    """What a run said on stopping, from its log: its last line that starts with "stopped"
+    (the sender of a SIGINT at its start is named there), else its last line."""
+    with open(path, "rb") as f:
+        f.seek(max(os.path.getsize(path) - 8192, 0))
+        lines = [ln.strip() for ln in f.read().decode(errors="replace").splitlines()]
+    lines = [ln.rsplit("\r", 1)[-1] for ln in lines if ln]  # (a progress bar's last redraw)
+    said = [ln for ln in lines if ln.startswith("stopped")]
+    return (said or lines or ["(nothing)"])[-1]
 
 
 def _signal(proc: subprocess.Popen[bytes], sig: int, group: bool) -> None:
