@@ -37,7 +37,7 @@ from mbrl.tools.seed_runs import (
     Pool,
     Variant,
     batches,
-    parse_duration,
+    check_budget,
     parse_seeds,
     stages,
 )
@@ -68,7 +68,7 @@ def arguments() -> argparse.Namespace:
         "--steps", type=int, help="env steps per run (default: the config's total_steps)"
     )
     p.add_argument("--stage", type=int, help="take every run to N, 2N, ... in turn")
-    p.add_argument("--budget", help="wall-clock budget: 2h, 90m, 1h30m, 45s")
+    p.add_argument("--budget", help="wall-clock budget: 2h, 90m, 1h30m, 300s (more than 2 minutes)")
     p.add_argument(
         "--grace", type=float, default=120.0, help="seconds from a stop request to a kill"
     )
@@ -184,7 +184,9 @@ def _checked(args: argparse.Namespace) -> tuple[Any, ...]:
     """The command's seeds, variants, budget, steps, device and manifest, every value checked
     before anything runs (ValueError: what is wrong, in one line)."""
     seeds, arms = parse_seeds(args.seeds), variants(args.vary, args.variant)
-    budget = parse_duration(args.budget) if args.budget else None
+    budget = check_budget(args.budget) if args.budget else None
+    if args.steps is not None and args.steps < 1:
+        raise ValueError(f"--steps {args.steps}: give a positive number of env steps per run")
     if args.procs is not None and args.procs < 1:
         raise ValueError(f"--procs {args.procs}: give 1 or more")
     if args.batch < 1:

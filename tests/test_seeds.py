@@ -123,7 +123,7 @@ def test_report_matches_the_runs_and_a_rerun_continues(tmp_path: str) -> None:
 def test_a_budget_stops_every_run_with_a_checkpoint(tmp_path: str) -> None:
     out = os.path.join(tmp_path, "camp")
     start = time.time()
-    res = seeds(out, "--seeds", "0-1", "--steps", "200000", "--budget", "150s", "--procs", "2")
+    res = seeds(out, "--seeds", "0-2", "--steps", "200000", "--budget", "150s", "--procs", "2")
     assert res.returncode == 0, res.stderr
     assert time.time() - start < 150 + 120  # the budget, and the grace at most
     for s in (0, 1):  # each run was given the budget less a minute to start and stop
@@ -134,9 +134,14 @@ def test_a_budget_stops_every_run_with_a_checkpoint(tmp_path: str) -> None:
         run = os.path.join(out, "runs", "base", f"seed_{s}")
         assert os.path.isfile(os.path.join(run, "ckpt", "last.pt"))
         assert f"base/seed_{s} stopped at step" in res.stderr
+    # the third run's turn never came: said, and no folder of it
+    assert "budget being spent or under 120 s from its end" in res.stderr, res.stderr
+    assert res.stderr.strip().splitlines()[-2].endswith("): base/seed_2"), res.stderr
+    assert not os.path.exists(os.path.join(out, "runs", "base", "seed_2"))
     with open(os.path.join(out, "invocations.json"), encoding="utf-8") as f:
         (inv,) = json.load(f)
-    assert inv["procs"] == 2 and all(r["after"] > 0 for r in inv["runs"].values())
+    ran = {k: r for k, r in inv["runs"].items() if k != "base/seed_2"}
+    assert inv["procs"] == 2 and len(ran) == 2 and all(r["after"] > 0 for r in ran.values())
 
 
 def _text(path: str) -> str:
@@ -236,6 +241,11 @@ def test_bad_input_is_refused_before_any_run(tmp_path: str) -> None:
         (["--reference", "docs/reference/mbpo_hopper.csv"], "mbpo_hopper.csv is hopper's curve "
          "(its file name); the runs are env=pendulum"),
         (["--reference", "no_such.csv"], "--reference no_such.csv: No such file or directory"),
+        # a budget without a unit counts seconds: too few for any run to start, work and stop
+        (["--budget", "10"], "--budget 10: 10 s leaves no run time to start, work and stop"),
+        (["--budget", "2m"], "--budget 2m: 120 s leaves no run time"),
+        (["--steps", "-100"], "--steps -100: give a positive number of env steps per run"),
+        (["--steps", "0"], "--steps 0: give a positive number"),
     ]:  # fmt: skip
         res = seeds(out, *args)
         lines = res.stderr.strip().splitlines()

@@ -180,6 +180,10 @@ class Pool:
             self.stop("a stop request (Ctrl-C, SIGINT or SIGTERM)")
             self._drain()
             raise
+        if queue:  # (the budget ran out before their turn)
+            names = ", ".join(j.name for j in queue)
+            self.say(f"not started, the budget being spent or under {2 * START_AND_STOP:.0f} s "
+                     f"from its end (a run's start, some work and its stop): {names}")  # fmt: skip
 
     def can_start(self) -> bool:
         """Whether a new process may start: not stopping, and enough budget left for it to
@@ -320,9 +324,21 @@ def parse_duration(text: str) -> float:
         return float(plain)
     parts = re.findall(r"(\d+(?:\.\d+)?)([hms])", plain)
     if not parts or "".join(n + u for n, u in parts) != plain:
-        raise ValueError(f"--budget {text!r}: give a duration such as 2h, 90m, 1h30m or 45s")
+        raise ValueError(f"--budget {text!r}: give a duration such as 2h, 90m, 1h30m or 300s")
     unit = {"h": 3600.0, "m": 60.0, "s": 1.0}
     return sum(float(n) * unit[u] for n, u in parts)
+
+
+def check_budget(text: str) -> float:
+    """``--budget``'s seconds (:func:`parse_duration`), refused when no run could start, work
+    and stop within it."""
+    seconds, least = parse_duration(text), 2 * START_AND_STOP
+    if seconds <= least:
+        raise ValueError(
+            f"--budget {text}: {seconds:g} s leaves no run time to start, work and stop (each "
+            f"needs {least:.0f} s); give more, e.g. 10m or 2h (a plain number counts seconds)"
+        )
+    return seconds
 
 
 def parse_seeds(text: str) -> list[int]:
