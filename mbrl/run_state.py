@@ -60,6 +60,7 @@ def state_dict(t: Run) -> dict[str, Any] | None:
         "last_eval": dict(t.last_eval),
         "logger": t.logger.state_dict(),
         "clock": t.clock.state_dict(t.timer.grand, t.algo.paused_row_epochs),
+        "timer": t.timer.state_dict(),  # (the seconds since the last log line)
         **parts[0],
         "ranks": parts[1:],
     }
@@ -78,6 +79,7 @@ def load(t: Run, run_dir: str) -> dict[str, Any]:
     t.last_eval = state["last_eval"]
     clock = state.get("clock")  # (None: written before it was)
     t.clock.load_state_dict(clock, t.algo.fits, t.algo.paused_row_epochs)
+    t.timer.load_state_dict(state.get("timer"))  # (None: written before it was)
     return state
 
 

@@ -124,6 +124,30 @@ def test_max_minutes_stops_as_ctrl_c_does_and_resumes_exactly(
     assert _comparable(_rows(full)) == _comparable(_rows(split))
 
 
+def test_a_stop_between_log_lines_carries_its_time_into_the_resumed_runs_first_line(
+    tmp_path: str,
+) -> None:
+    """Stopped at step 1 (no log line yet) after 2 s outside every phase: its checkpoint holds
+    the open interval, and the resumed run's first log line adds it to its own time, so that
+    no second of the stopped process is missing from the run's time/*."""
+    import time
+
+    run = os.path.join(tmp_path, "run")
+    stopped = Trainer(tiny_config(max_minutes=1e-9), run)
+    stopped.step_hook = lambda: time.sleep(2.0)
+    stopped.run()
+    saved = load(os.path.join(run, "ckpt", "last.pt"))["timer"]
+    assert saved["wall"] >= 2.0 and saved["phases"]["env"] > 0, saved
+    Trainer(tiny_config(resume=run), run).run()
+    first = next(r for r in _rows(run) if "time/wall" in r)
+    assert first["step"] == 100
+    assert first["time/other"] >= 2.0 and first["time/wall"] >= saved["wall"], first
+    for phase, seconds in saved["phases"].items():
+        assert first[f"time/{phase}"] >= seconds, (phase, first)
+    phases = sum(v for k, v in first.items() if k.startswith("time/") and k != "time/wall")
+    assert phases == pytest.approx(first["time/wall"])  # (other: the wall less the phases)
+
+
 @pytest.mark.parametrize("snapshot", [100, 200, 300])
 def test_resume_from_any_snapshot_equals_uninterrupted_run(tmp_path: str, snapshot: int) -> None:
     """A run killed after any checkpoint: ``iteration_<N>.pt`` copied over ``last.pt`` (the

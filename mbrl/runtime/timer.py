@@ -7,6 +7,11 @@ between its two events on the GPU's stream, read once per log interval. Time the
 queued work while the host moves on is billed to the phase that queued it; a phase with no GPU
 work (the env step) counts only where the GPU waits for it.
 
+A run stopped between two log lines (Ctrl-C, ``max_minutes``) saves the open interval's
+seconds in its checkpoint (:meth:`PhaseTimer.state_dict`); the process that resumes it adds them
+to its first log line, so that the run's ``time/*`` add up to all the time its processes spent
+in the loop, as an uninterrupted run's do.
+
 Time the process stood stopped (Ctrl-Z, ``kill -STOP``: :mod:`mbrl.clock`) counts in no
 phase and not in ``time/wall``; ``time/paused`` says how much there was in a log interval.
 """
@@ -15,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import torch
 
@@ -82,6 +88,26 @@ class PhaseTimer:
     def stopped(self) -> float:
         """Seconds the process stood stopped since the timer was created."""
         return paused() - self._paused_at_start
+
+    def state_dict(self) -> dict[str, Any]:
+        """The open log interval: seconds per phase, wall and stopped seconds so far."""
+        self._resolve()
+        return {
+            "phases": dict(self._totals),
+            "wall": clock() - self._start,
+            "paused": paused() - self._paused,
+        }
+
+    def load_state_dict(self, state: dict[str, Any] | None) -> None:
+        """Add an earlier process's open interval (:meth:`state_dict`; None: a checkpoint from
+        before it was saved) to this one's, so that the next log line holds both. The
+        seconds since creation (``grand``, the estimate's rates) stay this process's."""
+        if state is None:
+            return
+        for name, seconds in state["phases"].items():
+            self._totals[name] = self._totals.get(name, 0.0) + float(seconds)
+        self._start -= float(state["wall"])
+        self._paused -= float(state["paused"])
 
     def metrics(self) -> dict[str, float]:
         """``time/<phase>`` seconds and ``time/other`` since the last call, ``time/wall`` (their

@@ -43,9 +43,10 @@ def _count(cfg: Config, work: Work, row: Row) -> None:
 
 
 def whole_intervals(rows: list[Row], after: int) -> list[Row]:
-    """The log rows after ``after`` whose interval one process ran whole: a run stopped and
-    resumed loses the time between its last log and the stop (written nowhere), seen as a
-    gap between two logs' wall-clock stamps longer than the later one's ``time/wall``."""
+    """The log rows after ``after`` whose interval one process ran whole. A resume is seen
+    as a gap between two logs' wall-clock stamps longer than the later one's ``time/wall``:
+    that holds the stopped process's time since its last log (its checkpoint carries it) and
+    the resumed one's, not the time between the processes nor the resumed one's start-up."""
     timed = [r for r in rows if "time/wall" in r]
     return [b for a, b in itertools.pairwise(timed) if b["step"] > after and _whole(a, b)]
 
