@@ -16,14 +16,25 @@ import os
 import sys
 
 from mbrl.tools.figures import plot_curves, plot_phases
-from mbrl.tools.plotting import find_runs, group, load_reference, summary_table
+from mbrl.tools.plotting import (
+    CAMPAIGN,
+    campaign_order,
+    find_runs,
+    group,
+    load_reference,
+    summary_table,
+)
 from mbrl.tools.seed_report import tables
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("paths", nargs="+")
-    parser.add_argument("--out", help="figure path (default: <first path>/curves.png)")
+    parser.add_argument(
+        "--out",
+        help="figure path (default: <first path>/curves.png; in a seeds.py campaign's folder, "
+        "whose report owns that name, <first path>/plot_curves.png)",
+    )
     parser.add_argument("--metric", default="eval/return_mean")
     parser.add_argument(
         "--by",
@@ -49,12 +60,13 @@ def main() -> int:
     except (FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    settings = group(runs, args.by.split(",") if args.by else None)
+    settings = campaign_order(group(runs, args.by.split(",") if args.by else None), args.paths[0])
     print(f"{len(runs)} runs, {len(settings)} settings")
     print(summary_table(settings, args.metric))
     if args.per_step:
         print(tables(settings, reference))
-    out = args.out or os.path.join(args.paths[0], "curves.png")
+    campaign = os.path.isfile(os.path.join(args.paths[0], CAMPAIGN))
+    out = args.out or os.path.join(args.paths[0], ("plot_" if campaign else "") + "curves.png")
     written = plot_curves(settings, out, args.metric, reference)
     base, ext = os.path.splitext(out)
     written += plot_phases(settings, f"{base}_phases{ext or '.png'}")

@@ -138,3 +138,33 @@ def test_a_line_cut_by_a_kill_is_left_out(tmp_path: str) -> None:
         )
         f.write('{"step": 3000, "eval/ret')
     assert [r["step"] for r in load_run(path).rows] == [1000, 2000]
+
+
+def test_a_campaign_folder_keeps_its_reports_order_and_figure(tmp_path: str) -> None:
+    """plot.py on a seeds.py campaign (variants given gaussian first): the settings in the
+    campaign's order, so the paired difference is flow − gaussian as in its report, and the
+    figure written beside the report's curves.png, not over it."""
+    import json
+
+    camp = str(tmp_path / "camp")
+    os.makedirs(camp)
+    with open(os.path.join(camp, "seeds.json"), "w", encoding="utf-8") as f:
+        json.dump({"base": ["env=pendulum"], "variants": [["model=gaussian"], ["model=flow"]],
+                   "seeds": [0, 1]}, f)  # fmt: skip
+    for model, gain in (("gaussian", 0.0), ("flow", 100.0)):
+        for seed in (0, 1):
+            over = ["env=pendulum", f"model={model}", f"seed={seed}", "total_steps=3000"]
+            path = _run_folder(os.path.join(camp, "runs", f"model-{model}"), f"seed_{seed}", over,
+                               hydra=True)  # fmt: skip
+            with open(os.path.join(path, "metrics.jsonl"), "w", encoding="utf-8") as f:
+                for step in (1000, 2000, 3000):
+                    value = -1000.0 + gain + 10 * seed + step / 100
+                    f.write(json.dumps({"step": step, "eval/return_mean": value}) + "\n")
+    plot = [sys.executable, os.path.join(ROOT, "scripts", "plot.py"), camp, "--per-step"]
+    proc = subprocess.run(plot, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "model=flow − model=gaussian" in proc.stdout, proc.stdout
+    assert "model=gaussian − model=flow" not in proc.stdout
+    assert "+100" in proc.stdout  # (flow is 100 above gaussian in every pair)
+    assert os.path.isfile(os.path.join(camp, "plot_curves.png"))
+    assert not os.path.exists(os.path.join(camp, "curves.png"))
