@@ -252,6 +252,25 @@ def test_snapshots_before_the_first_update_are_estimated_without_optimizer_state
     assert 0.75 < sum(size.values()) / est.total < 1.25
 
 
+def test_a_run_that_never_updates_is_estimated_without_optimizer_state(tmp_path: str) -> None:
+    """Random steps to the end (MBPO's model too never fits): every file holds the weights
+    alone, and the start block's line says so without contradicting itself."""
+    from mbrl.runtime.capacity import checkpoint_sizes
+
+    run = os.path.join(tmp_path, "run")
+    over = {"algorithm.name": "mbpo", "algorithm.init_steps": 400, "agent.hidden_sizes": [512, 512]}
+    cfg = tiny_config("pendulum", **over)
+    Trainer(cfg, run).run()
+    size = {n: os.path.getsize(os.path.join(run, "ckpt", n)) for n in os.listdir(run + "/ckpt")}
+    est = checkpoint_sizes(cfg, 3, 1)
+    assert est.early == (2, est.early[1]) and est.snapshots == 2  # at 200 and 400: no update
+    for name in ("last.pt", "iteration_400.pt"):
+        assert 0.75 < size[name] / (est.full if name == "last.pt" else est.early[1]) < 1.25, name
+    text = est.text()
+    assert text.startswith("at most ~") and "2 snapshots of ~" in text, text
+    assert text.endswith(", before any update") and "the first" not in text, text
+
+
 def test_a_run_whose_checkpoints_cannot_fit_on_the_disk_is_refused(tmp_path: str) -> None:
     """10 million evaluations' snapshots: more than any disk here; refused before start."""
     from mbrl.config import ConfigError

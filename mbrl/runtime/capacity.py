@@ -23,6 +23,7 @@ from mbrl.schedule import (
     pool_capacity,
     rollout_length,
     run_length,
+    sac_updates,
 )
 
 HEADROOM = 0.9  # of the free memory the buffers may take; the rest is networks and workspace
@@ -114,15 +115,21 @@ class CheckpointSizes:
         return 2 * self.full + (self.snapshots - count) * self.snapshot + count * size
 
     def text(self) -> str:
-        """One line for the start block."""
+        """One line for the start block. ckpt_best.pt is counted as a file of its own; while
+        the last evaluation is the best it is the same file as last.pt (a hard link)."""
+        total = f"at most ~{megabytes(self.total)} by the end"
         if not self.snapshots:
-            return f"~{megabytes(self.total)} by the end (last.pt, ckpt_best.pt)"
+            return f"{total} (last.pt, ckpt_best.pt: one file while the last evaluation is best)"
         count, size = self.early
-        early = f" (the first {count}, before any update, ~{megabytes(size)})" if count else ""
+        n = self.snapshots
+        if count == n:  # (no update in the whole run)
+            each = f"~{megabytes(size)}, before any update"
+        else:
+            early = f" (the first {count}, before any update, ~{megabytes(size)})" if count else ""
+            each = f"~{megabytes(self.snapshot)}{early}"
         return (
-            f"~{megabytes(self.total)} by the end: last.pt and ckpt_best.pt "
-            f"~{megabytes(self.full)} each, {self.snapshots} snapshots of "
-            f"~{megabytes(self.snapshot)}{early}"
+            f"{total}: last.pt and ckpt_best.pt ~{megabytes(self.full)} each (one file while "
+            f"the last evaluation is best), {n} snapshot{'s' * (n != 1)} of {each}"
         )
 
 
@@ -148,14 +155,18 @@ def checkpoint_sizes(cfg: Config, obs_dim: int, act_dim: int) -> CheckpointSizes
     """The checkpoint files of a run with ``cfg``, at its end (the ranks of a torchrun run
     share its transitions: their buffers hold as many rows together as one process's)."""
     agent = build_agent(obs_dim, act_dim, cfg.agent)
-    trained = [agent.actor, agent.critic]  # (with Adam's two moments once they have stepped)
+    sac = [agent.actor, agent.critic]  # (with Adam's two moments once they have stepped)
+    fitted: list[nn.Module] = []  # (the same, once a model phase has fitted them)
     if cfg.algorithm.name == "mbpo":
-        trained.append(DynamicsModel(obs_dim, act_dim, cfg.model))
+        fitted.append(DynamicsModel(obs_dim, act_dim, cfg.model))
         if cfg.rewarder.mode != "none":
-            trained.append(Rewarder(obs_dim, act_dim, cfg.rewarder, agent.device).flows)
-    # fp32 weights; the critic's target copy (an agent may have none)
-    moved = sum(_params(m) for m in trained)
-    weights = moved + (0 if agent.critic_target is None else _params(agent.critic_target))
+            fitted.append(Rewarder(obs_dim, act_dim, cfg.rewarder, agent.device).flows)
+    # fp32 weights; the critic's target copy (an agent may have none); the moments of what
+    # the run steps at all (a run of random steps alone steps nothing)
+    trained = sum(_params(m) for m in sac + fitted)
+    weights = trained + (0 if agent.critic_target is None else _params(agent.critic_target))
+    moved = sum(_params(m) for m in sac) if sac_updates(cfg) else 0
+    moved += sum(_params(m) for m in fitted) if model_phase_steps(cfg) else 0
     slim = 4 * (weights + 2 * moved) + STATE_OVERHEAD
     # (the real buffer's rows as allocated, less the spare row of its ring: not stored)
     real = buffer_bytes(cfg, obs_dim, act_dim)[0] - row_bytes(obs_dim, act_dim, False)
