@@ -233,7 +233,8 @@ def test_the_rate_past_the_random_steps(tmp_path: str) -> None:
     inv = {"mps": True, "gpu_memory_mb": {"before": 500.0, "peak": 4500.0},
            "runs": {"base/seed_0": {"past_random": got}, "base/seed_1": {"past_random": other},
                     "base/seed_2": {}}}  # fmt: skip
-    (line,) = speed_lines([{"runs": {}}, inv])  # (3 runs, 1 process at a time)
+    none, line = speed_lines([{"runs": {}}, inv])  # (3 runs, 1 process at a time)
+    assert none.startswith("invocation 1, past the random steps: not measured (no run logged")
     assert line.startswith("invocation 2, past the random steps: 2 of 3 runs, ")
     assert f"{(2000 / 30 + 1000 / 20) / 2:,.1f} env steps/s each (median; 50.0-66.7)" in line
     assert f"{3000 / (650 - 100):,.1f} together; MPS on; ran: sac update eager" in line

@@ -79,6 +79,7 @@ def test_report_matches_the_runs_and_a_rerun_continues(tmp_path: str) -> None:
     assert "| env steps | agent.init=glorot | agent.init=torch |" in table
     assert "agent.init=torch − agent.init=glorot" in table  # (the paired table)
     assert "full-length" not in table and "still" not in table  # (Pendulum cannot stand still)
+    assert "published column" not in table  # (no --reference: no such column)
     assert "invocation 1: 2 processes on cpu, 4 runs," in table
     for name in ("curves.png", "curves.svg", "metrics.tar.gz"):
         assert os.path.getsize(os.path.join(out, name)) > 0

@@ -44,7 +44,8 @@ def tables(settings: list[Setting], reference: Reference | None = None) -> str:
         f"Smoothed, to sit beside a published curve that was smoothed (compare it with these "
         f"columns, not with the raw ones above): each seed's mean over its last {SMOOTH_WINDOW} "
         f"evaluations after the random steps (fewer at the first {SMOOTH_WINDOW - 1}), then "
-        f"mean ± std over seeds {ci}; the published column is that curve's mean ± std.",
+        f"mean ± std over seeds {ci}"
+        + ("; the published column is that curve's mean ± std." if reference else "."),
         smoothed_table(settings, reference),
     ]
     if len(settings) > 1:

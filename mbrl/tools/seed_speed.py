@@ -62,12 +62,17 @@ def run_speed(path: str, since: float) -> dict[str, Any] | None:
 
 
 def speed_lines(invocations: list[dict[str, Any]]) -> list[str]:
-    """One line per invocation that has figures past the random steps."""
+    """One line per invocation: its figures past the random steps, or why it has none."""
     lines = []
     for i, inv in enumerate(invocations, start=1):
         named = {k: r["past_random"] for k, r in inv["runs"].items() if r.get("past_random")}
         runs = list(named.values())
         if not runs:
+            lines.append(
+                f"invocation {i}, past the random steps: not measured (no run logged two "
+                "intervals past its random steps in one process; the first, with its first "
+                "model fit and compiles, is left out)"
+            )
             continue
         rates = {k: r["steps"] / r["seconds"] for k, r in named.items()}
         each = list(rates.values())
