@@ -17,14 +17,12 @@ import sys
 
 from mbrl.tools.figures import plot_curves, plot_phases
 from mbrl.tools.plotting import (
-    CAMPAIGN,
-    campaign_order,
     find_runs,
     group,
     load_reference,
     summary_table,
 )
-from mbrl.tools.seed_report import tables
+from mbrl.tools.seed_report import CAMPAIGN, campaign_order, tables
 
 
 def main() -> int:
@@ -65,7 +63,7 @@ def main() -> int:
     print(summary_table(settings, args.metric))
     if args.per_step:
         print(tables(settings, reference))
-    campaign = os.path.isfile(os.path.join(args.paths[0], CAMPAIGN))
+    campaign = os.path.isfile(os.path.join(args.paths[0], CAMPAIGN))  # (its report: curves.png)
     out = args.out or os.path.join(args.paths[0], ("plot_" if campaign else "") + "curves.png")
     written = plot_curves(settings, out, args.metric, reference)
     base, ext = os.path.splitext(out)

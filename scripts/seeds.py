@@ -30,7 +30,7 @@ from mbrl.runtime.utils import write_atomic
 from mbrl.tools.mps import MODES, Mps, wanted
 from mbrl.tools.mps import start as start_mps
 from mbrl.tools.published import reference_for
-from mbrl.tools.seed_report import load_settings, write_report
+from mbrl.tools.seed_report import CAMPAIGN, load_settings, write_report
 from mbrl.tools.seed_runs import (
     ROOT,
     Job,
@@ -68,7 +68,7 @@ def arguments() -> argparse.Namespace:
         "--steps", type=int, help="env steps per run (default: the config's total_steps)"
     )
     p.add_argument("--stage", type=int, help="take every run to N, 2N, ... in turn")
-    p.add_argument("--budget", help="wall-clock budget: 2h, 90m, 1h30m, 300s (more than 2 minutes)")
+    p.add_argument("--budget", help="wall-clock budget: 2h, 90m, 1h30m, 300s (2m30s at least)")
     p.add_argument(
         "--grace", type=float, default=120.0, help="seconds from a stop request to a kill"
     )
@@ -151,7 +151,7 @@ def import_plugins(out: str) -> None:
 
 def manifest(out: str, base: list[str], arms: list[Variant], seeds: list[int]) -> dict:
     """OUT/seeds.json: the campaign's base overrides (fixed), variants and seeds (growing)."""
-    path = os.path.join(out, "seeds.json")
+    path = os.path.join(out, CAMPAIGN)
     old = _read_json(path, {"base": base, "variants": [], "seeds": []})
     if old["base"] != base:
         raise ValueError(

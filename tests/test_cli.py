@@ -42,13 +42,16 @@ def _run(cmd: list[str], cwd: str) -> subprocess.CompletedProcess[str]:
     return run_started(cmd, cwd=cwd, env=env, timeout=300)
 
 
-def run_started(cmd: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+def run_started(
+    cmd: list[str], again: bool = True, **kwargs: Any
+) -> subprocess.CompletedProcess[str]:
     """``subprocess.run`` of a command (its output as text), in a session of its own, as a
     terminal's job is. No test sends these commands a SIGINT: one that quit at its start on a
     SIGINT from elsewhere (this test VM has sent some to starting runs, its sender named in
     the line: exit code 130, the start's one line) runs once more; so does a seeds.py
-    campaign one of whose runs did (seeds.py repeats the run's line)."""
-    for _ in range(2):
+    campaign one of whose runs did (seeds.py repeats the run's line); ``again=False``: once
+    (a test that counts the command's invocations or times it)."""
+    for _ in range(2 if again else 1):
         proc = subprocess.run(cmd, capture_output=True, text=True, start_new_session=True, **kwargs)
         if not stray_sigint(proc):
             break

@@ -11,6 +11,7 @@ import tarfile
 import pytest
 from test_eta import CPU_BUNDLE, GPU_BUNDLE, _recorded
 
+from mbrl.runtime.timer import CARRIED
 from mbrl.tools.eta_replay import clock_at, first_estimate, wall_check, whole_intervals
 
 ROOT = os.path.join(os.path.dirname(__file__), os.pardir)
@@ -55,6 +56,20 @@ def test_a_resume_ends_the_check(tmp_path: str) -> None:
     that made the estimate at 6000 logged nothing after it, so nothing is compared."""
     cfg, rows = _recorded(CPU_BUNDLE, "model-flow/seed_0", str(tmp_path))
     assert wall_check(cfg, rows, 6000) == []
+
+
+def test_a_resume_that_says_so_ends_the_check_without_a_gap(tmp_path: str) -> None:
+    """The recorded GPU run as if resumed at once at its second log step past 6000, its line
+    carrying the stopped process's seconds (no gap in the stamps to tell it by): the check
+    stops before that line, and whole_intervals leaves it out."""
+    cfg, rows = _recorded(GPU_BUNDLE, "model-flow/seed_1", str(tmp_path))
+    logs = sorted({r["step"] for r in rows if "time/wall" in r and r["step"] > 6000})
+    at = logs[1]
+    resumed = [{**r, CARRIED: 3.0} if r["step"] == at and "time/wall" in r else r for r in rows]
+    assert [p.step for p in wall_check(cfg, rows, 6000)][:2] == logs[:2]
+    assert [p.step for p in wall_check(cfg, resumed, 6000)] == logs[:1]
+    assert at not in [r["step"] for r in whole_intervals(resumed, 6000)]
+    assert at in [r["step"] for r in whole_intervals(rows, 6000)]
 
 
 def test_the_script_prints_the_check_and_refuses_a_folder_without_a_run(tmp_path: str) -> None:

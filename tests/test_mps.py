@@ -218,13 +218,17 @@ def test_the_rate_past_the_random_steps(tmp_path: str) -> None:
             json.dumps({"step": 3000, "time": 110.5, "eval/return_mean": 1.0}) + "\n",
             _row(4000, 122.0, 11.5, **{"process/gpu_peak_mb": 900.0}),
             _row(5000, 622.0, 12.0),
-            _row(6000, 640.0, 18.0, **{"speed/sac_update": "eager"})]  # fmt: skip
+            _row(6000, 640.0, 18.0, **{"speed/sac_update": "eager"}),
+            # a resume at once (its stamp 21 s after, over 20 s of which 8 s ran before it)
+            _row(7000, 661.0, 20.0,
+                 **{"process/carried_seconds": 8.0, "speed/sac_update": "eager"})]  # fmt: skip
     with open(os.path.join(run, "metrics.jsonl"), "w", encoding="utf-8") as f:
         f.writelines(rows)
     got = run_speed(run, since=95.0)  # (the line at 1000 came before this invocation)
     assert got is not None
     # counted: 3000->4000 (12 s), 5000->6000 (18 s); not 2000->3000 (the first model fit
-    # and compiles), nor 4000->5000 (a stop and a resume)
+    # and compiles), nor 4000->5000 (a stop and a resume), nor 6000->7000 (a resume the
+    # line names)
     assert (got["steps"], got["seconds"]) == (2000, pytest.approx(30.0))
     assert (got["first"], got["last"]) == (110.0, 640.0)
     assert got["ran"] == {"speed/sac_update": "eager"} and got["gpu_peak_mb"] == 900.0

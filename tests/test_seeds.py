@@ -41,9 +41,11 @@ TINY = [
 ]  # fmt: skip
 
 
-def seeds(out: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def seeds(
+    out: str, *args: str, timeout: float = 300, again: bool = True
+) -> subprocess.CompletedProcess[str]:
     cmd = [sys.executable, os.path.join(ROOT, "scripts", "seeds.py"), out, *args, "--", *TINY]
-    return run_started(cmd, timeout=timeout, cwd=ROOT)
+    return run_started(cmd, again, timeout=timeout, cwd=ROOT)
 
 
 def _evals(run: str) -> dict[int, float]:
@@ -124,7 +126,8 @@ def test_report_matches_the_runs_and_a_rerun_continues(tmp_path: str) -> None:
 def test_a_budget_stops_every_run_with_a_checkpoint(tmp_path: str) -> None:
     out = os.path.join(tmp_path, "camp")
     start = time.time()
-    res = seeds(out, "--seeds", "0-2", "--steps", "200000", "--budget", "150s", "--procs", "2")
+    args = ["--seeds", "0-2", "--steps", "200000", "--budget", "150s", "--procs", "2"]
+    res = seeds(out, *args, again=False)  # (timed, and one invocation)
     assert res.returncode == 0, res.stderr
     assert time.time() - start < 150 + 120  # the budget, and the grace at most
     for s in (0, 1):  # each run was given the budget less a minute to start and stop
@@ -135,6 +138,7 @@ def test_a_budget_stops_every_run_with_a_checkpoint(tmp_path: str) -> None:
         run = os.path.join(out, "runs", "base", f"seed_{s}")
         assert os.path.isfile(os.path.join(run, "ckpt", "last.pt"))
         assert f"base/seed_{s} stopped at step" in res.stderr
+    assert "it says" not in res.stderr  # (the runs stopped themselves: nothing to repeat)
     # the third run's turn never came: said, and no folder of it
     assert "budget being spent or under 120 s from its end" in res.stderr, res.stderr
     assert res.stderr.strip().splitlines()[-2].endswith("): base/seed_2"), res.stderr
@@ -245,6 +249,7 @@ def test_bad_input_is_refused_before_any_run(tmp_path: str) -> None:
         # a budget without a unit counts seconds: too few for any run to start, work and stop
         (["--budget", "10"], "--budget 10: 10 s leaves no run time to start, work and stop"),
         (["--budget", "2m"], "--budget 2m: 120 s leaves no run time"),
+        (["--budget", "149s"], "(at least 150 s); give more"),
         (["--steps", "-100"], "--steps -100: give a positive number of env steps per run"),
         (["--steps", "0"], "--steps 0: give a positive number"),
     ]:  # fmt: skip
@@ -292,6 +297,22 @@ def test_parsing_and_stages() -> None:
     assert stages(20000, 5000) == [5000, 10000, 15000, 20000]
     assert stages(12000, 5000) == [5000, 10000, 12000]
     assert stages(20000, None) == [20000]
+
+
+def test_the_stop_line_is_this_invocations(tmp_path: str) -> None:
+    """A run's log holds every invocation's output: the line repeated is the last one's (a
+    second Ctrl-C's "quit at once" too), never an earlier invocation's, and a progress bar's
+    carriage-return redraws are lines of their own."""
+    log = str(tmp_path / "run.log")
+    earlier = (
+        "\n$ python train.py ...\nstopped (max_minutes=3.2 reached) at step 1,200 after 3 min\n"
+    )
+    with open(log, "w", encoding="utf-8") as f:
+        f.write(earlier + "\n$ python train.py resume=...\ntrain: 10%\rtrain: 20%\r")
+    assert stop_line(log) == "train: 20%"  # (it said nothing of a stop: its last line)
+    with open(log, "a", encoding="utf-8") as f:
+        f.write("\nquit at once without saving (Ctrl-C): ckpt/last.pt holds step 1,200\n")
+    assert stop_line(log).startswith("quit at once without saving")
 
 
 def test_stand_still_evaluations() -> None:

@@ -132,16 +132,22 @@ def test_a_stop_between_log_lines_carries_its_time_into_the_resumed_runs_first_l
     no second of the stopped process is missing from the run's time/*."""
     import time
 
+    from mbrl.runtime.timer import CARRIED
+
     run = os.path.join(tmp_path, "run")
     stopped = Trainer(tiny_config(max_minutes=1e-9), run)
     stopped.step_hook = lambda: time.sleep(2.0)
     stopped.run()
     saved = load(os.path.join(run, "ckpt", "last.pt"))["timer"]
     assert saved["wall"] >= 2.0 and saved["phases"]["env"] > 0, saved
+    t0 = time.perf_counter()
     Trainer(tiny_config(resume=run), run).run()
-    first = next(r for r in _rows(run) if "time/wall" in r)
-    assert first["step"] == 100
+    resumed = time.perf_counter() - t0  # (this process's whole time: its interval's bound)
+    first, *later = [r for r in _rows(run) if "time/wall" in r]
+    assert first["step"] == 100 and first[CARRIED] == pytest.approx(saved["wall"])
+    assert not any(CARRIED in r for r in later)  # (the first line after the resume alone)
     assert first["time/other"] >= 2.0 and first["time/wall"] >= saved["wall"], first
+    assert first["time/wall"] <= saved["wall"] + resumed, first  # (counted once)
     for phase, seconds in saved["phases"].items():
         assert first[f"time/{phase}"] >= seconds, (phase, first)
     phases = sum(v for k, v in first.items() if k.startswith("time/") and k != "time/wall")

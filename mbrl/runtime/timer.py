@@ -7,10 +7,11 @@ between its two events on the GPU's stream, read once per log interval. Time the
 queued work while the host moves on is billed to the phase that queued it; a phase with no GPU
 work (the env step) counts only where the GPU waits for it.
 
-A run stopped between two log lines (Ctrl-C, ``max_minutes``) saves the open interval's
-seconds in its checkpoint (:meth:`PhaseTimer.state_dict`); the process that resumes it adds them
-to its first log line, so that the run's ``time/*`` add up to all the time its processes spent
-in the loop, as an uninterrupted run's do.
+Every checkpoint saves the open log interval's seconds (:meth:`PhaseTimer.state_dict`); the
+process that resumes from it adds them to its first log line, which says so in
+:data:`CARRIED`. A run stopped between two log lines (Ctrl-C, ``max_minutes``) so loses none of
+its loop's time; the tools that tell one process's intervals from another's (the time-left
+check, seeds.py's rates) read a resume from that key.
 
 Time the process stood stopped (Ctrl-Z, ``kill -STOP``: :mod:`mbrl.clock`) counts in no
 phase and not in ``time/wall``; ``time/paused`` says how much there was in a log interval.
@@ -26,6 +27,9 @@ import torch
 
 from mbrl.clock import clock, paused
 
+# a log line's seconds run by the process before a resume (only on its first line after one)
+CARRIED = "process/carried_seconds"
+
 
 class PhaseTimer:
     def __init__(self, device: torch.device) -> None:
@@ -36,6 +40,7 @@ class PhaseTimer:
         self._pending: list[tuple[str, torch.cuda.Event, torch.cuda.Event, float]] = []
         self._start = self.created = clock()
         self._paused = self._paused_at_start = paused()  # (at the last metrics(); at creation)
+        self._carried: float | None = None  # seconds an earlier process ran of this interval
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
@@ -66,7 +71,7 @@ class PhaseTimer:
         """Read the CUDA events recorded since the last call: all of them (waiting for the
         last), or with ``wait=False`` those the GPU has reached."""
         if wait and self._pending:
-            self._pending[-1][2].synchronize()  # sync-ok: once per log interval
+            self._pending[-1][2].synchronize()  # sync-ok: once per log interval or checkpoint
         done = 0
         for name, start, end, stopped in self._pending:
             if not (wait or end.query()):
@@ -102,6 +107,7 @@ class PhaseTimer:
         """Add an earlier process's open interval (:meth:`state_dict`; None: a checkpoint from
         before it was saved) to this one's, so that the next log line holds both. The
         seconds since creation (``grand``, the estimate's rates) stay this process's."""
+        self._carried = 0.0 if state is None else float(state["wall"])
         if state is None:
             return
         for name, seconds in state["phases"].items():
@@ -111,7 +117,8 @@ class PhaseTimer:
 
     def metrics(self) -> dict[str, float]:
         """``time/<phase>`` seconds and ``time/other`` since the last call, ``time/wall`` (their
-        sum) and, if the process stood stopped meanwhile, ``time/paused``; then reset."""
+        sum) and, if the process stood stopped meanwhile, ``time/paused`` (after a resume,
+        :data:`CARRIED`); then reset."""
         self._resolve()
         wall = clock() - self._start
         out = {f"time/{k}": v for k, v in self._totals.items()}
@@ -120,6 +127,8 @@ class PhaseTimer:
         stopped = paused() - self._paused
         if stopped > 0:
             out["time/paused"] = stopped
+        if self._carried is not None:  # (the first line after a resume)
+            out[CARRIED], self._carried = self._carried, None
         self._totals = {}
         self._start, self._paused = clock(), paused()
         return out

@@ -15,6 +15,7 @@ from typing import Any
 
 from mbrl.config import Config
 from mbrl.runtime.eta import TIMERS, RunClock, Work, time_left
+from mbrl.runtime.timer import CARRIED
 
 Row = dict[str, Any]
 
@@ -43,15 +44,17 @@ def _count(cfg: Config, work: Work, row: Row) -> None:
 
 
 def whole_intervals(rows: list[Row], after: int) -> list[Row]:
-    """The log rows after ``after`` whose interval one process ran whole. A resume is seen
-    as a gap between two logs' wall-clock stamps longer than the later one's ``time/wall``:
-    that holds the stopped process's time since its last log (its checkpoint carries it) and
-    the resumed one's, not the time between the processes nor the resumed one's start-up."""
+    """The log rows after ``after`` whose interval one process ran whole. A resume is the
+    line that says so (:data:`~mbrl.runtime.timer.CARRIED`), or, in runs from before it was
+    logged, a gap between two logs' wall-clock stamps longer than the later one's
+    ``time/wall`` (the stopped process's last seconds were then written nowhere)."""
     timed = [r for r in rows if "time/wall" in r]
     return [b for a, b in itertools.pairwise(timed) if b["step"] > after and _whole(a, b)]
 
 
 def _whole(a: Row, b: Row) -> bool:
+    if CARRIED in b:  # (b is a resumed process's first line)
+        return False
     return bool(b["time"] - a["time"] < (b["time/wall"] + b.get("time/paused", 0.0)) * 1.05 + 5)
 
 

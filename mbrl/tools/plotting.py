@@ -136,26 +136,6 @@ def group(runs: list[Run], by: list[str] | None = None) -> list[Setting]:
     return list(settings.values())
 
 
-CAMPAIGN = "seeds.json"  # a scripts/seeds.py campaign's folder holds it: its variants' order
-
-
-def campaign_order(settings: list[Setting], folder: str) -> list[Setting]:
-    """``settings`` in the order of the variants of the seeds.py campaign in ``folder`` (its
-    report's order, so that a paired difference has the report's sign); as they are where
-    ``folder`` is no campaign. A setting matches the first variant whose overrides it has."""
-    path = os.path.join(folder, CAMPAIGN)
-    if not os.path.isfile(path):
-        return settings
-    with open(path, encoding="utf-8") as f:
-        variants = [set(v) for v in json.load(f).get("variants", [])]
-
-    def rank(s: Setting) -> int:
-        parts = set(s.label.split(","))
-        return next((i for i, v in enumerate(variants) if v <= parts), len(variants))
-
-    return sorted(settings, key=rank)  # (stable: unmatched ones keep their order, last)
-
-
 def _varying(runs: list[Run]) -> list[str]:
     def differs(key: str) -> bool:
         return not key.startswith(IGNORED) and len({json.dumps(r.value(key)) for r in runs}) > 1

@@ -14,6 +14,7 @@ import numpy as np
 from mbrl.runtime.utils import write_atomic
 from mbrl.tools.figures import plot_curves
 from mbrl.tools.plotting import Reference, Run, Setting, load_run
+from mbrl.tools.seed_runs import Variant
 from mbrl.tools.seed_speed import speed_lines
 from mbrl.tools.seed_tables import (
     RETURN,
@@ -25,6 +26,26 @@ from mbrl.tools.seed_tables import (
     step_table,
 )
 from mbrl.tools.stats import CONFIDENCE, RESAMPLES, SMOOTH_WINDOW
+
+CAMPAIGN = "seeds.json"  # a scripts/seeds.py campaign's folder holds it: its variants' order
+
+
+def campaign_order(settings: list[Setting], folder: str) -> list[Setting]:
+    """``settings`` in the order of the variants of the seeds.py campaign in ``folder`` (its
+    report's order, so that a paired difference has the report's sign); as they are where
+    ``folder`` is no campaign. A setting's place is its first run's variant folder
+    (``runs/<variant>/seed_<k>``); one outside the campaign's folders keeps its order, last."""
+    path = os.path.join(folder, CAMPAIGN)
+    if not os.path.isfile(path):
+        return settings
+    with open(path, encoding="utf-8") as f:
+        folders = [Variant(tuple(v)).folder for v in json.load(f).get("variants", [])]
+
+    def rank(s: Setting) -> int:
+        variant = os.path.basename(os.path.dirname(os.path.abspath(s.runs[0].path)))
+        return folders.index(variant) if variant in folders else len(folders)
+
+    return sorted(settings, key=rank)  # (stable)
 
 
 def tables(settings: list[Setting], reference: Reference | None = None) -> str:

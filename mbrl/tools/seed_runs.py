@@ -299,13 +299,14 @@ def members(job: Job | Batch) -> list[Job]:
 
 
 def stop_line(path: str) -> str:
-    """What a run said on stopping, from its log: its last line that starts with "stopped"
-    (the sender of a SIGINT at its start is named there), else its last line."""
+    """What a run said on stopping, from its log (this invocation's part, after its command
+    line): its last line that starts with "stopped" or "quit" (the sender of a SIGINT at its
+    start is named there), else its last line."""
     with open(path, "rb") as f:
         f.seek(max(os.path.getsize(path) - 8192, 0))
-        lines = [ln.strip() for ln in f.read().decode(errors="replace").splitlines()]
-    lines = [ln.rsplit("\r", 1)[-1] for ln in lines if ln]  # (a progress bar's last redraw)
-    said = [ln for ln in lines if ln.startswith("stopped")]
+        text = f.read().decode(errors="replace").rsplit("\n$ ", 1)[-1]
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]  # (and a bar's redraws)
+    said = [ln for ln in lines if ln.startswith(("stopped", "quit"))]
     return (said or lines or ["(nothing)"])[-1]
 
 
@@ -318,7 +319,7 @@ def _signal(proc: subprocess.Popen[bytes], sig: int, group: bool) -> None:
 
 
 def parse_duration(text: str) -> float:
-    """``2h``, ``90m``, ``1h30m``, ``45s`` or plain seconds -> seconds."""
+    """``2h``, ``90m``, ``1h30m``, ``300s`` or plain seconds -> seconds."""
     plain = text.strip()
     if re.fullmatch(r"\d+(\.\d+)?", plain):
         return float(plain)
@@ -332,11 +333,12 @@ def parse_duration(text: str) -> float:
 def check_budget(text: str) -> float:
     """``--budget``'s seconds (:func:`parse_duration`), refused when no run could start, work
     and stop within it."""
-    seconds, least = parse_duration(text), 2 * START_AND_STOP
-    if seconds <= least:
+    # (a run starts only with 2 x START_AND_STOP left, counted after the command's own start)
+    seconds, least = parse_duration(text), 2.5 * START_AND_STOP
+    if seconds < least:
         raise ValueError(
-            f"--budget {text}: {seconds:g} s leaves no run time to start, work and stop (each "
-            f"needs {least:.0f} s); give more, e.g. 10m or 2h (a plain number counts seconds)"
+            f"--budget {text}: {seconds:g} s leaves no run time to start, work and stop (at "
+            f"least {least:.0f} s); give more, e.g. 10m or 2h (a plain number counts seconds)"
         )
     return seconds
 

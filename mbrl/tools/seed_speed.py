@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from mbrl.runtime.timer import CARRIED
 from mbrl.tools.mps import find_tool
 from mbrl.tools.plotting import load_run
 
@@ -41,7 +42,7 @@ def run_speed(path: str, since: float) -> dict[str, Any] | None:
     for prev, row in itertools.pairwise(rows):
         stopped = row.get("time/paused", 0.0)  # (Ctrl-Z or kill -STOP: not the run's time)
         gap = row["time"] - prev["time"] - stopped
-        if gap > row["time/wall"] + SAME_PROCESS_SLACK:  # (a stop and a resume: left out)
+        if CARRIED in row or gap > row["time/wall"] + SAME_PROCESS_SLACK:  # (a resume: left out)
             warm = prev["step"] >= init  # (its first model fit is still to come if not)
             continue
         if prev["time"] < since or prev["step"] < init:
