@@ -19,7 +19,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 E2 = os.path.join(ROOT, "docs", "ab", "e2_sac_cpu", "metrics.tar.gz")
 E3 = os.path.join(ROOT, "docs", "ab", "e3_v4_v5_cpu", "metrics.tar.gz")
 PENDULUMS = os.path.join(ROOT, "docs", "ab", "pendulums_cpu")
-LONG = os.path.join(ROOT, "docs", "ab", "long_v4_cpu", "metrics.tar.gz")  # seeds 5, 6 to 34k
+LONG = os.path.join(ROOT, "docs", "ab", "long_v4_cpu", "metrics.tar.gz")  # seeds 5-8
 REFERENCE = os.path.join(ROOT, "docs", "reference", "mbpo_hopper.csv")
 GPU = [  # the ten-seed H200 table: seeds 0-4, then 5-9
     os.path.join(ROOT, "docs", "gpu", day, "seeds", "metrics.tar.gz")
@@ -93,8 +93,8 @@ def test_the_readmes_stand_still_counts_are_the_bundles() -> None:
             mbrl_lib += [json.loads(line)["lengths"] for line in f]
     full = sum(min(lengths) >= LIMIT for lengths in mbrl_lib)
     readme = readme_text()
-    long = evaluations(LONG, "model-gaussian")  # the furthest runs: 50 000 steps
-    assert sorted(long) == [5, 6] and min(max(e) for e in long.values()) == 50000
+    long = evaluations(LONG, "model-gaussian")  # the furthest runs: seeds 5, 6 to 50 000
+    assert sorted(long) == [5, 6, 7, 8] and min(max(long[s]) for s in (5, 6)) == 50000
     last5 = {s: np.mean([long[s][t][0] for t in range(46000, 50001, 1000)]) for s in (5, 6)}
     mbpo = reference_text(load_reference(REFERENCE), 50000)  # every published step: no gap
     assert f"two to 50 000, smoothed {last5[6]:.0f} and {last5[5]:.0f} there against " in readme
@@ -123,6 +123,45 @@ def test_the_readmes_stand_still_counts_are_the_bundles() -> None:
         f"{sac_e3[0]} of {sac_e3[1]} there, p = {p_value(v5, v4)} against v4's {v4[0]} of {v4[1]})",
     ]:
         assert sentence in readme
+
+
+def test_the_readmes_four_seed_hopper_claim_is_the_bundle() -> None:
+    """Seeds 5-8 smoothed as the published curve is (each seed's mean of its last 5
+    evaluations after the random steps), mean ± sample std [bootstrap interval] (n) at 26 000;
+    MBPO's mean inside the interval at every evaluation from 12 000 on but 21 000-23 000."""
+    from mbrl.tools.stats import bootstrap_interval
+
+    long, mbpo = evaluations(LONG, "model-gaussian"), load_reference(REFERENCE)
+
+    def smoothed(step: int) -> list[float]:
+        out = []
+        for seed in sorted(long):
+            if step in long[seed]:
+                last = [t for t in sorted(long[seed]) if 5000 < t <= step][-5:]
+                out.append(float(np.mean([long[seed][t][0] for t in last])))
+        return out
+
+    def mean_at(step: int) -> float:
+        return float(np.interp(step, mbpo.steps, mbpo.mean))
+
+    at26 = smoothed(26000)
+    lo, hi = bootstrap_interval(at26)
+    text = (
+        f"{np.mean(at26):.0f} ± {np.std(at26, ddof=1):.0f} [{lo:.0f}, {hi:.0f}] (n={len(at26)}) "
+        f"at 26 000 against MBPO's {reference_text(mbpo, 26000)}"
+    )
+    assert len(at26) == 4 and text in readme_text(), text
+    outside = []
+    for step in range(12000, 28001, 1000):
+        values = smoothed(step)
+        lo, hi = bootstrap_interval(values)
+        if not lo <= mean_at(step) <= hi:
+            outside.append(step)
+    assert outside == [21000, 22000, 23000]
+    at22 = smoothed(22000)
+    lo, hi = bootstrap_interval(at22)
+    text = f"but 21 000–23 000 (at 22 000: {np.mean(at22):.0f} [{lo:.0f}, {hi:.0f}] against "
+    assert f"{text}{mean_at(22000):.0f})" in readme_text()
 
 
 def _minus(text: str) -> str:
