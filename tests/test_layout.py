@@ -229,3 +229,53 @@ def test_the_python_examples_of_the_docs_import_what_they_use() -> None:
         known |= set(re.findall(r"^(?:class|def) (\w+)", block, re.M))
         bases = re.findall(r"^class \w+\(([\w.]+)\)", block, re.M)
         assert {b.split(".")[0] for b in bases} <= known, (bases, known)
+
+
+def _heading_anchors(page: str) -> set[str]:
+    """The anchors GitHub gives a page's headings: lower case, punctuation dropped (letters,
+    digits, ``_``, ``-`` and spaces kept), spaces as ``-``, a repeated one suffixed ``-1``, ..."""
+    with open(page, encoding="utf-8") as f:
+        text = re.sub(r"```.*?```", "", f.read(), flags=re.S)
+    seen: dict[str, int] = {}
+    anchors = set()
+    for title in re.findall(r"^#{1,6}\s+(.*?)\s*$", text, re.M):
+        slug = re.sub(r"[^\w\- ]", "", title.lower()).replace(" ", "-")
+        anchors.add(f"{slug}-{seen[slug]}" if slug in seen else slug)
+        seen[slug] = seen.get(slug, 0) + 1
+    return anchors
+
+
+def test_the_anchors_are_githubs() -> None:
+    """The anchor rule against anchors GitHub gives (backticks, colons, dashes, a repeat)."""
+    page = os.path.join(ROOT, "docs", "usage.md")
+    anchors = _heading_anchors(page)
+    assert "many-seeds-scriptsseedspy" in anchors  # "## Many seeds: `scripts/seeds.py`"
+    assert "profiling-mode-where-does-the-time-go" in anchors
+    hopper = _heading_anchors(os.path.join(ROOT, "docs", "hopper.md"))
+    assert "earlier-seeds-02-to-16-000-on-the-cpu-2026-11-26" in hopper  # an en dash dropped
+
+
+def test_the_docs_links_lead_somewhere() -> None:
+    """Every relative link of the README and docs/ names a file that exists and, with
+    ``#anchor``, a heading of that page."""
+    docs = os.path.join(ROOT, "docs")
+    pages = [os.path.join(ROOT, "README.md")] + [
+        os.path.join(folder, n)
+        for folder, _, names in os.walk(docs)
+        for n in names
+        if n.endswith(".md")
+    ]
+    broken = []
+    for page in pages:
+        with open(page, encoding="utf-8") as f:
+            text = re.sub(r"```.*?```", "", f.read(), flags=re.S)
+        for link in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"[a-z]+:", link):  # https:, mailto:
+                continue
+            path, _, anchor = link.partition("#")
+            target = os.path.normpath(os.path.join(os.path.dirname(page), path)) if path else page
+            if not os.path.exists(target):
+                broken.append(f"{os.path.relpath(page, ROOT)}: {link} (no such file)")
+            elif anchor and target.endswith(".md") and anchor not in _heading_anchors(target):
+                broken.append(f"{os.path.relpath(page, ROOT)}: {link} (no such heading)")
+    assert not broken, broken
