@@ -11,7 +11,7 @@ import tarfile
 import pytest
 from test_eta import CPU_BUNDLE, GPU_BUNDLE, _recorded
 
-from mbrl.runtime.timer import CARRIED
+from mbrl.runtime.timer import CARRIED, resumed_between
 from mbrl.tools.eta_replay import clock_at, first_estimate, wall_check, whole_intervals
 
 ROOT = os.path.join(os.path.dirname(__file__), os.pardir)
@@ -70,6 +70,18 @@ def test_a_resume_that_says_so_ends_the_check_without_a_gap(tmp_path: str) -> No
     assert [p.step for p in wall_check(cfg, resumed, 6000)] == logs[:1]
     assert at not in [r["step"] for r in whole_intervals(resumed, 6000)]
     assert at in [r["step"] for r in whole_intervals(rows, 6000)]
+
+
+def test_one_rule_tells_a_resume_from_the_line_before() -> None:
+    """The rule the time-left check and seeds.py's rates share: a line that carries seconds is
+    a resume, whatever its stamp; without the key, a gap (less the pause) past the interval's
+    wall-clock seconds by more than 5 % + 5 s."""
+    a = {"time": 1000.0, "time/wall": 60.0}
+    same = {"time": 1064.0, "time/wall": 60.0}  # (4 s of logging between stamps)
+    assert not resumed_between(a, same)
+    assert resumed_between(a, {**same, CARRIED: 0.5})
+    assert resumed_between(a, {**same, "time": 1069.5})  # (60 * 1.05 + 5 = 68 s < 69.5)
+    assert not resumed_between(a, {**same, "time": 1069.5, "time/paused": 30.0})
 
 
 def test_the_script_prints_the_check_and_refuses_a_folder_without_a_run(tmp_path: str) -> None:

@@ -31,6 +31,18 @@ from mbrl.clock import clock, paused
 CARRIED = "process/carried_seconds"
 
 
+def resumed_between(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether metrics line ``b`` is the first of a process other than the one that wrote the
+    line before it, ``a``. A resume says so (:data:`CARRIED`); in runs from before that key,
+    the stamps' gap, less ``b``'s ``time/paused``, is longer than ``b``'s ``time/wall`` (the
+    stopped process's last seconds were written nowhere; 5 % + 5 s of slack for the logging
+    between two stamps)."""
+    if CARRIED in b:
+        return True
+    gap = b["time"] - a["time"] - b.get("time/paused", 0.0)
+    return bool(gap > b["time/wall"] * 1.05 + 5.0)
+
+
 class PhaseTimer:
     def __init__(self, device: torch.device) -> None:
         self._cuda = device.type == "cuda"

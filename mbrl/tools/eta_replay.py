@@ -15,7 +15,7 @@ from typing import Any
 
 from mbrl.config import Config
 from mbrl.runtime.eta import TIMERS, RunClock, Work, time_left
-from mbrl.runtime.timer import CARRIED
+from mbrl.runtime.timer import resumed_between
 
 Row = dict[str, Any]
 
@@ -44,18 +44,12 @@ def _count(cfg: Config, work: Work, row: Row) -> None:
 
 
 def whole_intervals(rows: list[Row], after: int) -> list[Row]:
-    """The log rows after ``after`` whose interval one process ran whole. A resume is the
-    line that says so (:data:`~mbrl.runtime.timer.CARRIED`), or, in runs from before it was
-    logged, a gap between two logs' wall-clock stamps longer than the later one's
-    ``time/wall`` (the stopped process's last seconds were then written nowhere)."""
+    """The log rows after ``after`` whose interval one process ran whole (no resume inside:
+    :func:`~mbrl.runtime.timer.resumed_between`)."""
     timed = [r for r in rows if "time/wall" in r]
-    return [b for a, b in itertools.pairwise(timed) if b["step"] > after and _whole(a, b)]
-
-
-def _whole(a: Row, b: Row) -> bool:
-    if CARRIED in b:  # (b is a resumed process's first line)
-        return False
-    return bool(b["time"] - a["time"] < (b["time/wall"] + b.get("time/paused", 0.0)) * 1.05 + 5)
+    return [
+        b for a, b in itertools.pairwise(timed) if b["step"] > after and not resumed_between(a, b)
+    ]
 
 
 def first_estimate(cfg: Config, rows: list[Row]) -> int | None:
@@ -84,7 +78,9 @@ def process_rates(cfg: Config, rows: list[Row], at: int) -> dict[str, float]:
     timed = [r for r in rows if "time/wall" in r and r["step"] <= at]
     ours: list[tuple[Row, Row]] = []
     for a, b in itertools.pairwise(timed):
-        ours = [*ours, (a, b)] if _whole(a, b) else []  # (a resume: a new process from b)
+        ours = (
+            [*ours, (a, b)] if not resumed_between(a, b) else []
+        )  # (a resume: a new process from b)
     work, grand = Work(), dict.fromkeys(TIMERS, 0.0)
     for a, b in ours:
         grand = {p: grand[p] + b.get(f"time/{p}", 0.0) for p in TIMERS}
@@ -112,7 +108,7 @@ def wall_check(cfg: Config, rows: list[Row], at: int) -> list[Point]:
     start = next(r for r in timed if r["step"] == at)
     out, stopped = [], 0.0  # (seconds the process stood stopped: Ctrl-Z, kill -STOP)
     for a, b in itertools.pairwise(r for r in timed if r["step"] >= at):
-        if not _whole(a, b):
+        if resumed_between(a, b):
             break  # (a resume: the process that made the estimate ended here)
         stopped += b.get("time/paused", 0.0)
         took = b["time"] - start["time"] - stopped

@@ -19,12 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from mbrl.runtime.timer import CARRIED
+from mbrl.runtime.timer import resumed_between
 from mbrl.tools.mps import find_tool
 from mbrl.tools.plotting import load_run
 
 GPU_MEMORY_KEY = "process/gpu_peak_mb"  # a run's own peak GPU memory, where it logs one
-SAME_PROCESS_SLACK = 2.0  # seconds between two log lines' stamps beyond their time/wall
 SAMPLE_EVERY = 5.0  # seconds between nvidia-smi samples
 
 
@@ -42,7 +41,7 @@ def run_speed(path: str, since: float) -> dict[str, Any] | None:
     for prev, row in itertools.pairwise(rows):
         stopped = row.get("time/paused", 0.0)  # (Ctrl-Z or kill -STOP: not the run's time)
         gap = row["time"] - prev["time"] - stopped
-        if CARRIED in row or gap > row["time/wall"] + SAME_PROCESS_SLACK:  # (a resume: left out)
+        if resumed_between(prev, row):  # (a resume: left out)
             warm = prev["step"] >= init  # (its first model fit is still to come if not)
             continue
         if prev["time"] < since or prev["step"] < init:
