@@ -252,6 +252,8 @@ def test_bad_input_is_refused_before_any_run(tmp_path: str) -> None:
         (["--budget", "149s"], "(at least 150 s); give more"),
         (["--steps", "-100"], "--steps -100: give a positive number of env steps per run"),
         (["--steps", "0"], "--steps 0: give a positive number"),
+        # a value that starts with "-" is the option's value, not another option
+        (["--budget", "-5m"], "--budget '-5m': give a duration such as 2h"),
     ]:  # fmt: skip
         res = seeds(out, *args)
         lines = res.stderr.strip().splitlines()
