@@ -90,16 +90,21 @@ def test_batches_mix_real_and_model_rows(tmp_path: str) -> None:
     mbpo = trainer.algo.model_side
     assert isinstance(mbpo, ModelSide)
     mbpo.model_phase(100, trainer.algo.gens["train"], trainer.timer)
-    mbpo.pool.data["obs"].fill_(-1234.0)  # mark every pool row
+    real, pool = mbpo.real, mbpo.pool
+    # Each row's first observation entry names its buffer and row: +(j + 1) real, -(j + 1) pool
+    for buffer, sign in ((real, 1.0), (pool, -1.0)):
+        rows = buffer.data["obs"].shape[0]
+        buffer.data["obs"][:, 0] = sign * torch.arange(1, rows + 1, dtype=torch.float32)
     batch = mbpo.batch(32, torch.Generator().manual_seed(0))
-    from_pool = (batch["obs"][:, 0] == -1234.0).sum().item()
-    assert from_pool == 32 - int(32 * 0.25) and set(batch) == {
-        "obs",
-        "act",
-        "rew",
-        "next_obs",
-        "terminated",
-    }
+    assert set(batch) == {"obs", "act", "rew", "next_obs", "terminated"}
+    mark = batch["obs"][:, 0].long()
+    assert int((mark < 0).sum()) == 32 - int(32 * 0.25)
+    # every field of a batch row is the same row's, in either buffer
+    for i, m in enumerate(mark.tolist()):
+        source, j = (real, m - 1) if m > 0 else (pool, -m - 1)
+        assert j < int(source.size)
+        for field, values in batch.items():
+            assert torch.equal(values[i], source.data[field][j]), (field, i)
 
 
 def test_mbpo_resume_equals_uninterrupted(tmp_path: str) -> None:
