@@ -271,9 +271,10 @@ class ModelSide:
         return {k: torch.cat([real[k], fake[k]]) for k in SAC_FIELDS}
 
     def batch_layout(self) -> Hashable:
-        """Which buffers :meth:`batch` draws from now (the real buffer alone until the pool
-        has rows)."""
-        return "mixed" if self.pool_ready else "real"
+        """Which buffers :meth:`batch` draws from now, and how many rows from each (the real
+        buffer alone until the pool has rows): a graphed update block is captured per layout,
+        so a run that changes ``n_real`` gets its new split captured, not the old replayed."""
+        return ("mixed", self.n_real) if self.pool_ready else "real"
 
     def state_dict(self) -> dict[str, Any]:
         return {

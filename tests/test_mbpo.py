@@ -105,6 +105,11 @@ def test_batches_mix_real_and_model_rows(tmp_path: str) -> None:
         assert j < int(source.size)
         for field, values in batch.items():
             assert torch.equal(values[i], source.data[field][j]), (field, i)
+    # A changed split is a new layout (a graphed update block is captured per layout)
+    layout = mbpo.batch_layout()
+    mbpo.n_real = 3
+    assert mbpo.batch_layout() != layout
+    assert int((mbpo.batch(32, torch.Generator())["obs"][:, 0] > 0).sum()) == 3
 
 
 def test_mbpo_resume_equals_uninterrupted(tmp_path: str) -> None:
