@@ -151,8 +151,9 @@ def _resumed(cfg: DictConfig, overrides: list[str], resume: Any) -> Config:
         raise
     except ConfigError as err:
         raise ConfigError(
-            f"resume={resume!r}: the run's saved config does not fit this version of FlowMBPO "
-            f"({err}); a run written by an older version cannot be resumed by this one"
+            f"resume={resume!r}: the run's saved config does not fit this code ({err}); it was "
+            "written by another version of FlowMBPO (older, or one with keys this one lacks): "
+            "resume it with the code that wrote it"
         ) from None
 
 

@@ -116,7 +116,7 @@ def test_a_plugin_is_remembered_by_resume_evaluate_and_probe(tmp_path: str) -> N
         lines = failed.stderr.strip().splitlines()
         assert len(lines) == 1, (script, lines)
         assert "cannot import plug-in 'meanq_agent'" in lines[0], lines[0]
-        assert f"the run imported it from {plug}" in lines[0] and "older version" not in lines[0]
+        assert f"the run imported it from {plug}" in lines[0] and "another version" not in lines[0]
 
 
 def test_a_seeds_campaign_of_a_plugin_agent_continues_without_the_variable(
