@@ -30,7 +30,7 @@ from mbrl.overrides import CONFIG_GROUPS, fail, override_key
 from mbrl.runtime import distributed, interrupt, runlock
 from mbrl.runtime.capacity import check_disk, check_memory
 from mbrl.runtime.checkpoint import CheckpointError, check_layout, load
-from mbrl.runtime.inert_settings import inert_sweeps, swept_values
+from mbrl.runtime.inert_settings import given_warnings, inert_sweeps, swept_values
 from mbrl.runtime.report import quit_text, resume_command
 from mbrl.runtime.utils import resolve_device
 from mbrl.runtime.validate import validate
@@ -239,7 +239,10 @@ def run(cfg: DictConfig) -> float:
     profile = bool(cfg.profile.enabled)
     interrupt.describe(lambda moment: quit_text(moment, run_dir, None, profile))
     try:
-        config = resolve(cfg, list(HydraConfig.get().overrides.task))
+        given = list(HydraConfig.get().overrides.task)
+        config = resolve(cfg, given)
+        for line in given_warnings(config, [override_key(o) for o in given]):
+            print(line, file=sys.stderr)  # (a set key that a run of this kind cannot use)
         # Under torchrun: join the process group; every rank uses rank 0's run folder.
         distributed.start(resolve_device(config.device))
         run_dir = collectives.broadcast_object(run_dir)

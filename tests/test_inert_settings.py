@@ -10,7 +10,7 @@ from test_cli import TINY, _run
 from test_fidelity import composed
 
 from mbrl.config import Config
-from mbrl.runtime.inert_settings import inert_sweeps, swept_values, warnings_for
+from mbrl.runtime.inert_settings import given_warnings, inert_sweeps, swept_values, warnings_for
 from mbrl.schedule import rollout_length
 
 GROUPS = ("env", "algorithm", "model", "algorithm_env")
@@ -98,6 +98,23 @@ def test_the_warning_names_the_step_at_which_the_schedule_moves() -> None:
         (warning,) = warnings_for(composed("env=hopper", f"total_steps={total}"))
         assert f"whose first length other than 1 is 2, at step {first};" in warning, warning
     assert warnings_for(composed("env=hopper", f"total_steps={first + 1}")) == []
+
+
+def test_model_keys_given_to_a_sac_run_are_named() -> None:
+    """algorithm=sac trains no model: a model-side key the command sets is named (once, with
+    the others of its group), the agent's and the env's are not, and a SAC run that sets none
+    starts without a warning about them; a sweep over one says it changes nothing."""
+    sac = composed("env=pendulum", "algorithm=sac", "total_steps=3000")
+    keys = ["env", "model", "mbpo.real_ratio", "rollout.max_length", "agent.lr", "seed"]
+    (warning,) = given_warnings(sac, keys)
+    assert warning.startswith("warning: model, mbpo.real_ratio, rollout.max_length cannot act")
+    assert "algorithm=sac trains no model" in warning
+    assert warnings_for(sac) == [] and given_warnings(sac, ["agent.lr", "env"]) == []
+    mbpo = composed("env=pendulum", "total_steps=3000")
+    assert given_warnings(mbpo, keys) == []  # (each acts in an MBPO run)
+    sweeps = swept_values(["mbpo.real_ratio=0.1,0.5"], GROUPS)
+    (sweep,) = inert_sweeps(sac, sweeps)
+    assert "the sweep over mbpo.real_ratio (0.1, 0.5) changes nothing" in sweep
 
 
 def test_sweeps_of_groups_or_intervals_are_not_checked() -> None:

@@ -18,6 +18,7 @@ from mbrl.schedule import first_model_phase, model_phase_steps, rollout_length, 
 
 MAX_JOBS = 512  # sweeps larger than this are not checked job by job
 SCHEDULE = ("rollout.max_length", "rollout.max_epoch")  # inert while rollouts keep min_length
+MODEL_SIDE = ("mbpo", "model", "rollout", "rewarder")  # the config groups of the model side
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,9 @@ class Inert:
     keys: tuple[str, ...]
     what: str  # how the warning names them
     why: str
+    # True where it holds for every run of its kind (the model side of a SAC run): then named
+    # only for the keys a command sets (:func:`given_warnings`), not at every start
+    given_only: bool = False
 
     def covers(self, key: str) -> bool:
         return any(key == k or key.startswith(k + ".") for k in self.keys)
@@ -84,10 +88,13 @@ def inert_settings(cfg: Config) -> list[Inert]:
     if init >= total:
         why = f"algorithm.init_steps={init} random steps fill the whole run ({end})"
         out.append(Inert(("agent",), "SAC (agent.*)", f"no SAC update: {why}"))
+    if cfg.algorithm.name == "sac":
+        why = "algorithm=sac trains no model (its batches come from D_env alone)"
+        out.append(Inert(MODEL_SIDE, "the model side", why, given_only=True))
     if cfg.algorithm.name == "mbpo":
         first, freq = first_model_phase(cfg), cfg.mbpo.model_train_freq
         if first >= total:
-            keys = ("mbpo", "model", "rollout", "rewarder")
+            keys = MODEL_SIDE
             why = (
                 f"the first model phase would be at step {first} (every mbpo.model_train_freq="
                 f"{freq} steps from algorithm.init_steps={init}), and {end}"
@@ -109,8 +116,19 @@ def warnings_for(cfg: Config) -> list[str]:
     return [
         f"warning: {i.what} cannot act in this run: {i.why}"
         for i in inert_settings(cfg)
-        if not (i.keys == SCHEDULE and r.max_length == r.min_length)
+        if not i.given_only and not (i.keys == SCHEDULE and r.max_length == r.min_length)
     ]
+
+
+def given_warnings(cfg: Config, keys: list[str]) -> list[str]:
+    """One warning per group of the command's ``keys`` (``model``, ``mbpo.real_ratio``) that
+    no run of this kind can act on (those :func:`warnings_for` leaves out)."""
+    out = []
+    for i in inert_settings(cfg):
+        named = [k for k in keys if i.given_only and i.covers(k)]
+        if named:
+            out.append(f"warning: {', '.join(named)} cannot act in this run: {i.why}")
+    return out
 
 
 def inert_sweeps(base: Config, sweeps: dict[str, list[object]]) -> list[str]:
