@@ -118,6 +118,8 @@ class Trainer:
             print(report.start_text(self) + note, file=sys.stderr, flush=True)
         shown = shown and cfg.logger.progress and self.main
         self.progress = Progress(cfg.total_steps, self.env_steps, shown, cfg.algorithm.init_steps)
+        if self.last_eval:  # (a resume: the checkpoint's last evaluation, until the next)
+            self.progress.eval_return(self.last_eval["eval/return_mean"])
 
     def stop(self, why: str) -> None:
         """Stopped early (``why``: Ctrl-C, the time limit): ``ckpt/last.pt`` at this step. No

@@ -101,6 +101,22 @@ def test_resumed_run_equals_uninterrupted_run(tmp_path: str) -> None:
     assert _comparable(_rows(full)) == _comparable(_rows(split))
 
 
+def test_a_resumed_runs_bar_shows_its_last_evaluation(tmp_path: str) -> None:
+    """The progress bar of a resumed run shows the checkpoint's last evaluation from its first
+    redraw, not only after its own first evaluation."""
+    run = os.path.join(tmp_path, "run")
+    Trainer(tiny_config(total_steps=200), run).run()
+    (last,) = [
+        r["eval/return_mean"] for r in _rows(run) if r["step"] == 200 and "eval/return_mean" in r
+    ]
+    resumed = Trainer(tiny_config(total_steps=400, resume=run, **{"logger.progress": True}), run)
+    resumed.begin(note="")
+    try:
+        assert resumed.progress.bar.postfix == f"eval_return={last:.1f}"
+    finally:
+        resumed.progress.close()
+
+
 def test_max_minutes_stops_as_ctrl_c_does_and_resumes_exactly(
     tmp_path: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
