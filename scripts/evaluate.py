@@ -19,7 +19,7 @@ import os
 import sys
 
 from mbrl.runtime.progress import episodes
-from mbrl.tools.eval_checkpoint import EvaluateError, evaluate, record_video
+from mbrl.tools.eval_checkpoint import EvaluateError, evaluate, logged_return, record_video
 
 SEED, EPISODES = 123, 10  # the default episodes: env seeds 123..132
 
@@ -63,6 +63,11 @@ def main() -> int:
             f"(env seeds {seed}..{seed + n - 1}: {which}; min {r['eval/return_min']:.1f}, "
             f"max {r['eval/return_max']:.1f}; mean length {r['eval/episode_length_mean']:.0f})"
         )
+        logged = logged_return(args.run_dir, int(r["step"])) if args.as_training else None
+        if logged is not None:
+            differs = "this differs (another machine, torch or MuJoCo version?)"
+            same = "the same" if logged == r["eval/return_mean"] else differs
+            print(f"  the run logged {logged:.1f} at step {int(r['step'])}: {same}")
         if args.video is not None:
             path = args.video or os.path.join(args.run_dir, f"video_{args.ckpt}.gif")
             frames = record_video(args.run_dir, args.ckpt, path, seed)

@@ -88,10 +88,30 @@ def test_as_training_evaluates_trainings_episodes(finished_run: str) -> None:
     best = evaluate(finished_run, "best", None, None)["eval/return_mean"]
     assert out.returncode == 0 and f"return {best:.1f} ± " in out.stdout, out.stderr
     assert "over 2 episodes (env seeds 10000..10001: training's evaluation episodes" in out.stdout
+    step = int(evaluate(finished_run, "best", None, None)["step"])
+    assert f"the run logged {logged[step]:.1f} at step {step}: the same" in out.stdout
     out = subprocess.run(script, capture_output=True, text=True, timeout=120)
     assert "over 10 episodes (env seeds 123..132: --seed" in out.stdout
     out = subprocess.run([*script, "--as-training", "--seed", "5"], capture_output=True, text=True)
     assert out.returncode == 2 and "leave out --seed and --episodes" in out.stderr
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU run read where torch sees no GPU")
+def test_a_gpu_run_is_evaluated_and_probed_on_a_cpu(finished_run: str, tmp_path: str) -> None:
+    """A run trained with device=cuda (its config.yaml says so) is read here on the CPU: the
+    same returns as the run itself gives, and probe.py reads it too."""
+    gpu_run = os.path.join(tmp_path, "gpu_run")
+    shutil.copytree(finished_run, gpu_run)
+    path = os.path.join(gpu_run, "config.yaml")
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    assert "\ndevice: cpu\n" in text
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text.replace("\ndevice: cpu\n", "\ndevice: cuda\n"))
+    assert evaluate(gpu_run, "last", 2, 5) == evaluate(finished_run, "last", 2, 5)
+    probe = [sys.executable, os.path.join(ROOT, "scripts", "probe.py"), gpu_run, "--episodes", "1"]
+    out = subprocess.run(probe, **RUN)
+    assert out.returncode == 0, out.stderr
 
 
 def test_sampled_actions_are_the_policys_draws_from_the_seed(finished_run: str) -> None:

@@ -277,10 +277,14 @@ def to_yaml(c: Config) -> str:
     return OmegaConf.to_yaml(OmegaConf.structured(c))
 
 
-def load_config(path: str) -> Config:
-    """A run's saved ``config.yaml``, validated."""
+def load_config(path: str, read_here: bool = False) -> Config:
+    """A run's saved ``config.yaml``, validated. ``read_here``: the run is read (evaluated,
+    probed) on this machine, not resumed: a run trained on a GPU is read on the CPU where
+    torch sees none."""
     raw = OmegaConf.load(path)
     if not isinstance(raw, DictConfig):
         raise ConfigError(f"{path} does not hold a config mapping")
     import_saved(raw, "")  # the run's plug-in modules (its model, agent or env)
+    if read_here and raw.get("device") == "cuda" and not torch.cuda.is_available():
+        raw.device = "cpu"
     return validate(raw)

@@ -6,6 +6,7 @@ names the file and what is wrong.
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -32,7 +33,7 @@ def load_run(run_dir: str, which: str) -> tuple[Config, dict[str, Any]]:
     if not os.path.isfile(cfg_path):
         raise EvaluateError(f"{run_dir!r} is not a FlowMBPO run folder: no config.yaml")
     try:
-        cfg = load_config(cfg_path)
+        cfg = load_config(cfg_path, read_here=True)  # (a GPU run is read on the CPU too)
     except ConfigError as err:
         raise EvaluateError(f"{cfg_path}: {err}") from None
     names = {"best": "ckpt_best.pt", "last": "last.pt"}
@@ -51,6 +52,20 @@ def load_run(run_dir: str, which: str) -> tuple[Config, dict[str, Any]]:
     except CheckpointError as err:
         raise EvaluateError(str(err)) from None
     return cfg, state
+
+
+def logged_return(run_dir: str, step: int) -> float | None:
+    """The evaluation return the run logged at ``step`` (metrics.jsonl), if it logged one."""
+    path = os.path.join(run_dir, "metrics.jsonl")
+    if not os.path.isfile(path):
+        return None
+    found = None
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            row = json.loads(line)
+            if row.get("step") == step and row.get("eval/return_mean") is not None:
+                found = float(row["eval/return_mean"])  # (the last, after any resume)
+    return found
 
 
 def build_actor(cfg: Config, state: dict[str, Any], device: torch.device) -> SAC:
@@ -77,7 +92,7 @@ def evaluate(
     episodes = cfg.eval.episodes if episodes is None else episodes
     seed = cfg.seed + EVAL_SEED if seed is None else seed
     configure_cpu(cfg.threads, cfg.flush_denormal)
-    device = resolve_device("cpu" if not torch.cuda.is_available() else cfg.device)
+    device = resolve_device(cfg.device)
     agent = build_actor(cfg, state, device)
     evaluator = Evaluator(
         cfg.env.name,
