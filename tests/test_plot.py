@@ -95,12 +95,14 @@ def _run_folder(root: str, name: str, overrides: list[str], hydra: bool) -> str:
 @pytest.mark.parametrize("hydra", [True, False])
 def test_labels_name_only_what_differs(tmp_path: str, hydra: bool) -> None:
     """A model=flow,gaussian x seed=0,1 sweep: two settings labelled model=flow and
-    model=gaussian, not every model key (with or without hydra's record of the command)."""
+    model=gaussian, not every model key (with or without hydra's record of the command), nor
+    how long each run was let run (seeds.py's max_minutes, which differs by invocation)."""
     from mbrl.tools.plotting import find_runs, group
 
     for model in ("flow", "gaussian"):
         for seed in (0, 1):
             over = ["env=hopper", f"model={model}", f"seed={seed}", "total_steps=8000"]
+            over.append(f"max_minutes={6.33 if seed else 6.5}")
             _run_folder(str(tmp_path), f"{model}_{seed}", over, hydra)
     settings = group(find_runs([str(tmp_path)]))
     assert sorted((s.label, len(s.runs)) for s in settings) == [

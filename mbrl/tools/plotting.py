@@ -20,7 +20,7 @@ from mbrl.tools.stats import summarize
 
 # Keys that say how a run ran, not what it is: never a setting's label.
 IGNORED: tuple[str, ...] = ("seed", "resume", "total_steps", "logger.", "checkpoint.", "eval.")
-IGNORED += ("threads", "device", "hydra")
+IGNORED += ("threads", "device", "hydra", "max_minutes", "batch_seeds")  # (seeds.py's budget)
 # Config groups: a run picks one file of each (model=flow); its keys follow from the choice.
 GROUPS = ("env", "model", "algorithm", "agent")
 
