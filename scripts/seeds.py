@@ -24,6 +24,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from mbrl.envs.vector import CORES_ENV
@@ -252,9 +253,7 @@ def main() -> int:
         write_report(report_dir, load_settings(by_variant), invocations, reference, header)
 
     if args.report_only:
-        report()
-        print(f"wrote the report in {report_dir}", file=sys.stderr)
-        return 0
+        return _report_only(args.out, report_dir, chosen, report)
     deadline = time.time() + budget if budget else float("inf")
     pool = Pool(args.overrides, procs, args.threads, deadline, args.grace,
                 os.path.join(args.out, "logs"), report, args.report_every)  # fmt: skip
@@ -285,6 +284,25 @@ def main() -> int:
     print(f"report: {os.path.join(report_dir, 'summary.md')}", file=sys.stderr)
     failed = [j.name for j in chosen if j.outcome.startswith("failed")]
     return 1 if failed else 0
+
+
+def _report_only(out: str, report_dir: str, chosen: list[Job], report: Callable[[], None]) -> int:
+    """--report-only: the report of the runs that have metrics; none at all is refused before
+    anything is written (a wrong folder would otherwise replace a report with an empty one)."""
+    have = [j for j in chosen if os.path.isfile(os.path.join(j.path, "metrics.jsonl"))]
+    if not have:
+        where = os.path.join(out, "runs", "<variant>", "seed_<N>", "metrics.jsonl")
+        print(
+            f"error: --report-only: none of the {len(chosen)} runs asked for has metrics "
+            f"(each run's are read from {where}); nothing was written",
+            file=sys.stderr,
+        )
+        return 2
+    report()
+    missing = [j.name for j in chosen if j not in have]
+    without = f"; without metrics yet: {', '.join(missing)}" if missing else ""
+    print(f"wrote the report in {report_dir} ({len(have)} runs{without})", file=sys.stderr)
+    return 0
 
 
 def _start(

@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import time
 
 import numpy as np
@@ -110,9 +111,21 @@ def test_report_matches_the_runs_and_a_rerun_continues(tmp_path: str) -> None:
     done = seeds(out, *one, "--steps", "300")  # nothing left to do
     assert done.returncode == 0 and "starts" not in done.stderr and "continues" not in done.stderr
 
+    # A campaign of one variant: its bundle holds runs/<variant>/seed_<N>/ as the folder does
+    solo, one_report = os.path.join(tmp_path, "solo"), os.path.join(tmp_path, "one")
+    torch_runs = os.path.join("runs", "agent.init-torch")
+    shutil.copytree(os.path.join(out, torch_runs), os.path.join(solo, torch_runs))
+    res = seeds(solo, "--seeds", "0-1", "--vary", "agent.init=torch", "--report-only",
+                "--report", one_report)  # fmt: skip
+    assert res.returncode == 0 and "(2 runs)" in res.stderr, res.stderr
+    with tarfile.open(os.path.join(one_report, "metrics.tar.gz")) as tar:
+        names = tar.getnames()
+    assert "runs/agent.init-torch/seed_1/metrics.jsonl" in names
+    assert all(n.startswith("runs/agent.init-torch/seed_") for n in names), names
     # a GPU campaign's runs (their metrics bundle) reported on a machine without one
     gpu = os.path.join(tmp_path, "gpu")
-    shutil.copytree(os.path.join(out, "runs"), os.path.join(gpu, "runs"))
+    with tarfile.open(os.path.join(out, "metrics.tar.gz")) as tar:
+        tar.extractall(gpu, filter="data")
     cmd = [sys.executable, os.path.join(ROOT, "scripts", "seeds.py"), gpu, *args, "--report-only"]
     res = subprocess.run([*cmd, "--", *TINY, "device=cuda"], capture_output=True, text=True,
                          timeout=120, cwd=ROOT)  # fmt: skip
@@ -120,6 +133,14 @@ def test_report_matches_the_runs_and_a_rerun_continues(tmp_path: str) -> None:
     with open(os.path.join(gpu, "summary.json"), encoding="utf-8") as f:
         assert json.load(f)["variants"]["agent.init=torch"]["300"]["n"] == 1
     assert not os.path.exists(os.path.join(gpu, "logs"))  # (nothing was run)
+    # a folder without the runs (a wrong path, or a bundle extracted elsewhere): refused
+    empty = os.path.join(tmp_path, "empty")
+    bad = [*cmd[:2], empty, *args, "--report-only", "--report", one_report, "--", *TINY]
+    res = subprocess.run(bad, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 2 and len(lines) == 1 and "none of the 4 runs" in lines[0], res.stderr
+    with tarfile.open(os.path.join(one_report, "metrics.tar.gz")) as tar:
+        assert tar.getnames() == names  # (the report there is left as it was)
 
 
 @pytest.mark.slow

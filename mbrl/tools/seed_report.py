@@ -174,16 +174,18 @@ def write_report(
 
 
 def bundle(out: str, runs: list[Run]) -> None:
-    """metrics.tar.gz: each run's metrics.jsonl, config.yaml and command-line overrides,
-    under its path relative to the common folder of the runs."""
+    """metrics.tar.gz: each run's metrics.jsonl, config.yaml and command-line overrides under
+    ``runs/<variant>/seed_<N>/``, as a campaign folder holds them (one variant or several):
+    ``tar xzf`` into a folder makes a campaign that ``seeds.py --report-only`` reads."""
     path = os.path.join(out, "metrics.tar.gz")
-    top = os.path.commonpath([r.path for r in runs]) if runs else out
     with tarfile.open(path + ".tmp", "w:gz") as tar:
         for run in runs:
+            variant, seed = os.path.split(os.path.normpath(run.path))
+            where = os.path.join("runs", os.path.basename(variant), seed)
             for rel in ("metrics.jsonl", "config.yaml", ".hydra/overrides.yaml"):
                 file = os.path.join(run.path, rel)
                 if os.path.isfile(file):
-                    tar.add(file, arcname=os.path.relpath(file, os.path.dirname(top)))
+                    tar.add(file, arcname=os.path.join(where, rel))
     os.replace(path + ".tmp", path)
 
 
