@@ -1,12 +1,14 @@
 """Learning curves, a summary table and time-per-phase bars for runs and sweeps.
 
     python scripts/plot.py RUN_OR_SWEEP_DIR... [--out fig.png] [--metric eval/return_mean]
-                           [--reference docs/reference/mbpo_hopper.csv]
+                           [--reference docs/reference/mbpo_hopper.csv] [--smooth] [--interval]
 
 Runs are grouped by what differs between them (the command-line overrides, e.g.
-``model=flow``); seeds are pooled into a mean curve with a ±std band (sample std). Writes
-OUT (.png and .svg) and OUT_phases (.png and .svg), and prints setting -> final return
-mean ± std across seeds, and the AUC (the curve's mean height).
+``model=flow``); seeds are pooled into a mean curve with a ±std band (sample std), or with
+--interval the 95 % bootstrap interval of the mean; --smooth smooths each seed first. Writes
+OUT (.png and .svg) and OUT_phases (.png and .svg), and prints per setting the return at the
+last step every run reached (mean ± std across seeds) and the AUC up to it (the curve's mean
+height).
 """
 
 from __future__ import annotations
@@ -44,6 +46,18 @@ def main() -> int:
         help="a published curve to draw beside the runs: CSV with columns step,mean,std",
     )
     parser.add_argument(
+        "--smooth",
+        action="store_true",
+        help="each seed's curve smoothed first, as the seeds reports' smoothed columns (the mean "
+        "of its last 5 evaluations past its random steps), to set beside a smoothed curve",
+    )
+    parser.add_argument(
+        "--interval",
+        action="store_true",
+        help="the band is the 95 %% bootstrap interval of the mean over seeds (where 3 or more "
+        "reached the step), not ±std",
+    )
+    parser.add_argument(
         "--per-step",
         action="store_true",
         help="also print the markdown tables of scripts/seeds.py's report: per setting and "
@@ -65,7 +79,7 @@ def main() -> int:
         print(tables(settings, reference))
     campaign = os.path.isfile(os.path.join(args.paths[0], CAMPAIGN))  # (its report: curves.png)
     out = args.out or os.path.join(args.paths[0], ("plot_" if campaign else "") + "curves.png")
-    written = plot_curves(settings, out, args.metric, reference)
+    written = plot_curves(settings, out, args.metric, reference, args.smooth, args.interval)
     base, ext = os.path.splitext(out)
     written += plot_phases(settings, f"{base}_phases{ext or '.png'}")
     print("wrote " + ", ".join(written))

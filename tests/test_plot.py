@@ -6,6 +6,7 @@ import glob
 import os
 import subprocess
 import sys
+from typing import Any
 
 import numpy as np
 import pytest
@@ -170,3 +171,59 @@ def test_a_campaign_folder_keeps_its_reports_order_and_figure(tmp_path: str) -> 
     assert "+100" in proc.stdout  # (flow is 100 above gaussian in every pair)
     assert os.path.isfile(os.path.join(camp, "plot_curves.png"))
     assert not os.path.exists(os.path.join(camp, "curves.png"))
+
+
+def _fake_run(path: str, seed: int, values: dict[int, float]) -> Any:
+    """A run of ``values`` (step -> return) past 2000 random steps, as load_run gives it."""
+    from mbrl.tools.plotting import Run
+
+    rows = [{"step": step, "eval/return_mean": v} for step, v in values.items()]
+    return Run(path, {"seed": seed, "algorithm.init_steps": 2000}, rows)
+
+
+def test_the_summary_compares_every_run_at_the_step_all_reached() -> None:
+    """Runs cut by a budget at different steps: the return and the AUC are read at and up to
+    the last step every run reached, for every setting alike."""
+    from mbrl.tools.plotting import Setting, summary_table
+
+    long = _fake_run("a", 0, {1000: 0.0, 2000: 10.0, 3000: 20.0, 4000: 900.0})
+    short = _fake_run("b", 0, {1000: 0.0, 2000: 30.0, 3000: 50.0})
+    text = summary_table([Setting("long", [long]), Setting("short", [short])], "eval/return_mean")
+    assert text.splitlines()[0].startswith("at step 3,000 (the last every run reached")
+    auc_long = np.trapezoid([0.0, 10.0, 20.0], [1000, 2000, 3000]) / 2000  # (4000 left out)
+    assert f"{20.0:.1f} ± " in text.splitlines()[2] and f"{auc_long:.1f}" in text.splitlines()[2]
+    assert "900" not in text
+
+
+def test_smoothed_curves_and_interval_bands_are_the_reports() -> None:
+    """--smooth draws each seed's trailing mean of its evaluations past its random steps (the
+    reports' smoothed column, computed here by hand); --interval the bootstrap interval of the
+    mean where 3 seeds or more reached a step, no band where fewer did."""
+    from mbrl.tools.figures import _figure, draw_curves
+    from mbrl.tools.plotting import Setting
+    from mbrl.tools.stats import bootstrap_interval
+
+    steps = [1000, 2000, 3000, 4000, 5000, 6000, 7000, 8000]
+    rng = np.random.default_rng(0)
+    draws = {s: rng.normal(100 * s, 50, len(steps)).tolist() for s in range(4)}
+    values = {s: dict(zip(steps, draws[s], strict=True)) for s in range(4)}
+    values[3] = {k: v for k, v in values[3].items() if k <= 5000}  # (one seed stops at 5000)
+    runs = [_fake_run(f"r{s}", s, values[s]) for s in range(4)]
+
+    def smoothed(seed: int, step: int) -> float:
+        after = [k for k in sorted(values[seed]) if 2000 < k <= step][-5:]
+        return float(np.mean([values[seed][k] for k in after]))
+
+    _, ax = _figure((5, 3))
+    draw_curves(ax, [Setting("s", runs)], "eval/return_mean", None, smooth=True, interval=True)
+    (line,) = ax.get_lines()
+    assert line.get_xdata().tolist() == [3000, 4000, 5000, 6000, 7000, 8000]
+    expected = [
+        np.mean([smoothed(s, k) for s in range(4) if k in values[s]]) for k in line.get_xdata()
+    ]
+    assert line.get_ydata().tolist() == pytest.approx(expected)
+    (poly,) = ax.collections
+    ys = poly.get_paths()[0].vertices[:, 1]
+    lo, hi = bootstrap_interval([smoothed(s, 5000) for s in range(4)])
+    assert any(abs(y - lo) < 1e-9 for y in ys) and any(abs(y - hi) < 1e-9 for y in ys)
+    assert "95 % bootstrap interval" in line.get_label() and "smoothed" in ax.get_title()

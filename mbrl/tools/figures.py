@@ -1,5 +1,6 @@
-"""The figures of ``scripts/plot.py`` and ``scripts/seeds.py``: learning curves (a mean and a
-±std band over seeds per setting, beside a published curve) and time-per-phase bars."""
+"""The figures of ``scripts/plot.py`` and ``scripts/seeds.py``: learning curves (a mean over
+seeds per setting with a ±std band or a bootstrap interval, raw or each seed smoothed as a
+published curve is, beside that curve) and time-per-phase bars."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import numpy as np
 
 from mbrl.envs import env_spec
 from mbrl.tools.plotting import Reference, Run, Setting
+from mbrl.tools.stats import SMOOTH_WINDOW, bootstrap_interval, trailing_mean
 
 # What a reader calls a metric on an axis (others keep their key).
 AXIS_LABELS = {"eval/return_mean": "evaluation return (mean of its episodes)"}
@@ -46,18 +48,56 @@ def env_name(runs: list[Run]) -> str:
 
 
 def plot_curves(
-    settings: list[Setting], out: str, metric: str, reference: Reference | None
+    settings: list[Setting],
+    out: str,
+    metric: str,
+    reference: Reference | None,
+    smooth: bool = False,
+    interval: bool = False,
 ) -> list[str]:
     """``draw_curves`` on a figure of its own, written to ``out`` as PNG and SVG."""
     fig, ax = _figure((7.5, 4.8))
-    draw_curves(ax, settings, metric, reference)
+    draw_curves(ax, settings, metric, reference, smooth, interval)
     return _save(fig, out)
 
 
-def draw_curves(ax: Any, settings: list[Setting], metric: str, reference: Reference | None) -> None:
-    """Per setting its mean over seeds and a ±std band (the legend says so, with n), and a
-    reference curve over the runs' range of steps; titled with the env and the steps the runs
-    reached. Each setting has its own line style and marker, later ones drawn on top."""
+def run_curve(run: Run, metric: str, smooth: bool) -> tuple[np.ndarray, np.ndarray]:
+    """A run's curve; ``smooth``: its evaluations after the random steps, each the mean of it
+    and the ones before it (SMOOTH_WINDOW in all), as the seeds reports' smoothed columns."""
+    steps, values = run.curve(metric)
+    if not smooth:
+        return steps, values
+    keep = steps > int(str(run.config.get("algorithm.init_steps", 0)))
+    return steps[keep], np.array(trailing_mean(list(values[keep])))
+
+
+def interval_band(
+    curves: list[tuple[np.ndarray, np.ndarray]], grid: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The 95 % bootstrap interval of the mean over the seeds that reached each step of
+    ``grid``, where three or more did (``keep``: those steps)."""
+    low, high, keep = np.full(grid.shape, np.nan), np.full(grid.shape, np.nan), []
+    for i, step in enumerate(grid):
+        values = [np.interp(step, st, v) for st, v in curves if st[0] <= step <= st[-1]]
+        keep.append(len(values) >= 3)
+        if keep[-1]:
+            low[i], high[i] = bootstrap_interval(values)
+    return low, high, np.array(keep)
+
+
+def draw_curves(
+    ax: Any,
+    settings: list[Setting],
+    metric: str,
+    reference: Reference | None,
+    smooth: bool = False,
+    interval: bool = False,
+) -> None:
+    """Per setting its mean over seeds and a band, ±std or (``interval``) the 95 % bootstrap
+    interval of the mean where 3 seeds or more reached the step (the legend says which, with
+    n); ``smooth``: each seed's curve smoothed first (:func:`run_curve`); and a reference curve
+    over the runs' range of steps; titled with the env and the steps the runs reached. Each
+    setting has its own line style and marker, later ones drawn on top."""
     runs = [run for s in settings for run in s.runs]
     last = max((float(run.curve(metric)[0].max(initial=0)) for run in runs), default=0.0)
     if reference is not None:
@@ -67,18 +107,24 @@ def draw_curves(ax: Any, settings: list[Setting], metric: str, reference: Refere
         ax.plot(x, m, color="k", ls=(0, (1, 1)), lw=2, label=label, zorder=2)
         ax.fill_between(x, m - sd, m + sd, alpha=0.10, color="k", lw=0, zorder=1)
     for i, s in enumerate(settings):
-        curves = [c for c in (run.curve(metric) for run in s.runs) if len(c[0])]
+        curves = [c for c in (run_curve(run, metric, smooth) for run in s.runs) if len(c[0])]
         if not curves:
             continue
         grid, mean, std, n = band(curves)
         ls, marker = STYLES[i % len(STYLES)]
         low, high = int(n.min()), int(n.max())  # (n: the seeds that reached each step)
         seeds = f"{high}" if low == high else f"{low}–{high}"
-        label = f"{s.label}: mean ± std over {seeds} seed{'' if high == 1 else 's'}"
+        what = "mean, 95 % bootstrap interval," if interval else "mean ± std"
+        label = f"{s.label}: {what} over {seeds} seed{'' if high == 1 else 's'}"
         (line,) = ax.plot(grid, mean, ls=ls, marker=marker, ms=4, mfc="none", lw=1.6,
                           label=label, zorder=3 + i)  # fmt: skip
-        ax.fill_between(grid, mean - std, mean + std, alpha=0.15, color=line.get_color(), lw=0)
-    ax.set_title(f"{env_name(runs)}: {len(runs)} runs, up to {last:,.0f} env steps", fontsize=10)
+        lo, hi, where = interval_band(curves, grid) if interval else (mean - std, mean + std, None)
+        ax.fill_between(grid, lo, hi, where=where, alpha=0.15, color=line.get_color(), lw=0)
+    title = f"{env_name(runs)}: {len(runs)} runs, up to {last:,.0f} env steps"
+    if smooth:
+        last_few = f"the mean of its last {SMOOTH_WINDOW} evaluations past its random steps"
+        title += f"\neach seed smoothed: {last_few}"
+    ax.set_title(title, fontsize=10)
     ax.set_xlabel("env steps")
     ax.set_ylabel(AXIS_LABELS.get(metric, metric))
     ax.grid(alpha=0.3)
@@ -102,7 +148,7 @@ def plot_phases(settings: list[Setting], out: str) -> list[str]:
         widths = np.array([p.get(phase, 0.0) for p in per])
         ax.barh([s.label for s in settings], widths, left=left, label=phase)
         left += widths
-    ax.set_xlabel("seconds (sum of time/* over the run)")
+    ax.set_xlabel("seconds per run (time/* summed over each run, mean over the setting's runs)")
     ax.legend(fontsize=8, ncol=5, loc="upper center", bbox_to_anchor=(0.5, -0.28))
     return _save(fig, out)
 
@@ -121,6 +167,7 @@ def _save(fig: Any, out: str) -> list[str]:
     import matplotlib.pyplot as plt
 
     fig.tight_layout()
+    os.makedirs(os.path.dirname(out) or ".", exist_ok=True)  # (--out into a new folder)
     base, _ = os.path.splitext(out)
     paths = [f"{base}.png", f"{base}.svg"]
     for p in paths:

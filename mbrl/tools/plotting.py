@@ -150,21 +150,30 @@ def _varying(runs: list[Run]) -> list[str]:
 
 
 def summary_table(settings: list[Setting], metric: str) -> str:
-    """A text table, per setting: seeds, final value mean and std across seeds, normalised AUC."""
+    """A text table, per setting: seeds, the value at the last step every run of every setting
+    reached (mean and std across seeds) and the AUC up to that step (the curve's mean height
+    over it), so that settings and seeds compare over the same steps."""
+    curves = [
+        (s.label, [c for c in (r.curve(metric) for r in s.runs) if len(c[0])]) for s in settings
+    ]
+    ends = [c[0][-1] for _, cs in curves for c in cs]
+    if not ends:
+        return f"no run has logged {metric} yet"
+    upto = min(ends)
     rows = []
-    for s in settings:
+    for label, cs in curves:
         finals, aucs = [], []
-        for run in s.runs:
-            steps, values = run.curve(metric)
-            if len(values) == 0:
-                continue
+        for steps, values in cs:
+            keep = steps <= upto
+            steps, values = steps[keep], values[keep]
             finals.append(values[-1])
             span = steps[-1] - steps[0]
             aucs.append(float(np.trapezoid(values, steps) / span) if span > 0 else float(values[0]))
         if finals:
-            rows.append((s.label, summarize(finals), float(np.mean(aucs))))
+            rows.append((label, summarize(finals), float(np.mean(aucs))))
     width = max([len("setting"), *(len(label) for label, _, _ in rows)])
-    lines = [f"{'setting':<{width}}  seeds  final return (mean ± std)      AUC"]
+    at = f"at step {upto:,.0f} (the last every run reached; AUC up to it)"
+    lines = [at, f"{'setting':<{width}}  seeds  return there (mean ± std)     AUC"]
     for label, final, auc in rows:
         lines.append(
             f"{label:<{width}}  {final.n:>5}  {final.mean:>12.1f} ± {final.std:<10.1f}  {auc:>9.1f}"
