@@ -32,7 +32,6 @@ from mbrl.tools.seed_runs import (
     stop_line,
 )
 from mbrl.tools.seed_tables import stands_still
-from mbrl.tools.stats import bootstrap_interval
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = [
@@ -76,7 +75,7 @@ def test_report_matches_the_runs_and_a_rerun_continues(tmp_path: str) -> None:
             assert cell["n"] == 2 and "still" not in cell  # (Pendulum never stands still)
             assert cell["mean"] == pytest.approx(np.mean(values))
             assert cell["std"] == pytest.approx(np.std(values, ddof=1))
-            assert (cell["low"], cell["high"]) == pytest.approx(bootstrap_interval(values))
+            assert (cell["low"], cell["high"]) == (None, None)  # (two seeds: no interval)
     with open(os.path.join(out, "summary.md"), encoding="utf-8") as f:
         table = f.read()
     assert "| env steps | agent.init=glorot | agent.init=torch |" in table

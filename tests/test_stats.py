@@ -73,7 +73,10 @@ def test_summary_of_seeds() -> None:
     one = summarize([5.0])
     assert (one.n, one.mean, one.std, one.interval) == (1, 5.0, 0.0, None)
     assert one.text() == "5 ± 0 (n=1)"
-    assert summarize([0.0, 1.0]).text() == "0 ± 1 [0, 1] (n=2)"
+    # two seeds: no interval (their range is all a percentile bootstrap could give)
+    two = summarize([0.0, 1.0])
+    assert two.interval is None and two.text() == "0 ± 1 (n=2)"
+    assert bootstrap_interval([0.0, 1.0]) == (0.0, 1.0)
     with pytest.raises(ValueError, match="no values"):
         summarize([])
 
@@ -85,8 +88,12 @@ def test_paired_differences_use_the_seeds_in_both() -> None:
     assert d is not None
     assert (d.n, d.mean) == (2, pytest.approx(((150 - 200) + (420 - 300)) / 2))
     assert d.std == pytest.approx(np.std([-50.0, 120.0], ddof=1))
-    assert d.interval == bootstrap_interval([-50.0, 120.0])
-    assert d.text(signed=True) == "+35 ± 120 [-50, +120] (n=2)"
+    assert d.interval is None  # (two seeds in both: no interval)
+    a[4], b[4] = 10.0, 40.0
+    d = paired_difference(a, b)
+    assert d is not None and d.interval == bootstrap_interval([-50.0, 120.0, 30.0])
+    low, high = d.interval
+    assert d.text(signed=True) == f"+33 ± 85 [{low:+.0f}, {high:+.0f}] (n=3)"
     assert paired_difference({0: 1.0}, {1: 2.0}) is None
 
 

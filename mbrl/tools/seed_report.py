@@ -25,7 +25,7 @@ from mbrl.tools.seed_tables import (
     smoothed_table,
     step_table,
 )
-from mbrl.tools.stats import CONFIDENCE, RESAMPLES, SMOOTH_WINDOW
+from mbrl.tools.stats import CONFIDENCE, INTERVAL_SEEDS, RESAMPLES, SMOOTH_WINDOW
 
 CAMPAIGN = "seeds.json"  # a scripts/seeds.py campaign's folder holds it: its variants' order
 
@@ -76,8 +76,9 @@ def tables(settings: list[Setting], reference: Reference | None = None) -> str:
             paired_text(settings),
         ]
     parts.append(
-        f"Intervals: percentile bootstrap of the mean ({RESAMPLES:,} resamples); few "
-        "seeds make it narrow (at n=3 it stays within the seeds' extremes): read it with n."
+        f"Intervals: percentile bootstrap of the mean ({RESAMPLES:,} resamples), from "
+        f"{INTERVAL_SEEDS} seeds on; few seeds make it narrow (at n=3 it stays within the "
+        "seeds' extremes): read it with n."
     )
     return "\n\n".join(parts)
 

@@ -17,12 +17,15 @@ import numpy as np
 CONFIDENCE = 0.95
 RESAMPLES = 10_000
 SMOOTH_WINDOW = 5  # evaluations per trailing mean (one every 1000 steps: 5000 env steps)
+# Seeds below which a report gives no interval: at two, a percentile bootstrap of the mean is
+# the two values' range (each resample's mean is one of three values), no more than the values
+INTERVAL_SEEDS = 3
 
 
 @dataclass(frozen=True)
 class Summary:
     """Values over seeds: n, mean, sample std (ddof 1; 0 for one value) and the bootstrap
-    interval of the mean (None below two values)."""
+    interval of the mean (None below INTERVAL_SEEDS values)."""
 
     n: int
     mean: float
@@ -62,7 +65,7 @@ def summarize(values: Sequence[float] | np.ndarray) -> Summary:
     if x.size == 0:
         raise ValueError("no values to summarize")
     std = float(np.std(x, ddof=1)) if x.size > 1 else 0.0
-    interval = bootstrap_interval(x) if x.size > 1 else None
+    interval = bootstrap_interval(x) if x.size >= INTERVAL_SEEDS else None
     return Summary(int(x.size), float(x.mean()), std, interval)
 
 
