@@ -46,6 +46,11 @@ def main() -> int:
         help="a published curve to draw beside the runs: CSV with columns step,mean,std",
     )
     parser.add_argument(
+        "--baseline",
+        help="the setting the paired differences are taken against (its label, e.g. "
+        "model=gaussian; default: a seeds.py campaign's first variant, else the first label)",
+    )
+    parser.add_argument(
         "--smooth",
         action="store_true",
         help="each seed's curve smoothed first, as the seeds reports' smoothed columns (the mean "
@@ -73,6 +78,13 @@ def main() -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     settings = campaign_order(group(runs, args.by.split(",") if args.by else None), args.paths[0])
+    if args.baseline is not None:  # (each setting minus the first: the baseline first)
+        labels = [s.label for s in settings]
+        if args.baseline not in labels:
+            parser.error(
+                f"--baseline {args.baseline!r} is none of the settings: {', '.join(labels)}"
+            )
+        settings.sort(key=lambda s: s.label != args.baseline)
     print(f"{len(runs)} runs, {len(settings)} settings")
     print(summary_table(settings, args.metric))
     if args.per_step:

@@ -171,6 +171,14 @@ def test_a_campaign_folder_keeps_its_reports_order_and_figure(tmp_path: str) -> 
     assert "+100" in proc.stdout  # (flow is 100 above gaussian in every pair)
     assert os.path.isfile(os.path.join(camp, "plot_curves.png"))
     assert not os.path.exists(os.path.join(camp, "curves.png"))
+    # --baseline names the setting the others are paired against
+    proc = subprocess.run([*plot, "--baseline", "model=flow"], capture_output=True, text=True)
+    assert proc.returncode == 0 and "model=gaussian − model=flow" in proc.stdout, proc.stderr
+    assert "−100" in proc.stdout or "-100" in proc.stdout
+    proc = subprocess.run([*plot, "--baseline", "model=flo"], capture_output=True, text=True)
+    assert (
+        proc.returncode == 2 and "none of the settings: model=gaussian, model=flow" in proc.stderr
+    )
 
 
 def _fake_run(path: str, seed: int, values: dict[int, float]) -> Any:
