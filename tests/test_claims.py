@@ -309,3 +309,4 @@ def test_the_readmes_gpu_table_is_the_bundles() -> None:
     cut = summarize([np.mean(d) for d in kept.values() if d]).text(signed=True)
     sentence = f"({pairs} of the {both} pairs stay), flow − Gaussian = {_minus(cut)}"
     assert sentence.replace("+", "") in page_text("docs/hopper.md").replace("+", ""), sentence
+    assert f"both its runs made there: {both} pairs" in readme
