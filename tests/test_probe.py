@@ -4,6 +4,7 @@ episodes; the soft return against its definition, summed term by term."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -76,7 +77,14 @@ def test_probe_prints_the_model_and_critics_report(mbpo_run: str) -> None:
     assert "[last, step 400]" in text and "2 episodes with actions drawn from the policy" in text
     for line in ("  reward       env ", "  next state   mean |error|", "  termination  the env"):
         assert line in text, text
-    assert "Q(s, a)" in text and "Q / return" in text
+    found = re.search(
+        r"Q\(s, a\) (-?[\d.]+) against the discounted soft return that followed (-?[\d.]+): "
+        r"the critics (over|under)-estimate it by ([\d.]+)",
+        text,
+    )
+    assert found, text
+    q, ret, way, by = float(found[1]), float(found[2]), found[3], float(found[4])
+    assert way == ("over" if q > ret else "under") and by == pytest.approx(abs(q - ret), abs=0.11)
 
 
 def test_probe_refuses_a_missing_checkpoint_in_one_line(mbpo_run: str) -> None:

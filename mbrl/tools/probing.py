@@ -168,6 +168,14 @@ def probe(cfg: Config, state: dict[str, Any], episodes: int, seed: int, draws: i
         f"critics (alpha {c['alpha']:.3f}, gamma {agent.gamma}), rows in each episode's first "
         "half:",
         f"  Q(s, a) {c['q']:.1f} against the discounted soft return that followed "
-        f"{c['soft_return']:.1f}: Q / return {c['q'] / c['soft_return']:.2f}",
+        f"{c['soft_return']:.1f}: {_misjudged(c['q'], c['soft_return'])}",
     ]
     return "\n".join(lines)
+
+
+def _misjudged(q: float, ret: float) -> str:
+    """How far the critics' value is off the return, with its sign said in words (a ratio of
+    two negative numbers, as on Pendulum, hides which way)."""
+    way = "over-estimate" if q > ret else "under-estimate"
+    share = f" ({abs(q - ret) / abs(ret):.0%} of the return's size)" if ret else ""
+    return f"the critics {way} it by {abs(q - ret):.1f}{share}"
