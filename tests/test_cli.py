@@ -338,6 +338,9 @@ def test_the_sigint_line_names_only_an_unexpected_sender() -> None:
                     break
             time.sleep(0.01)
         assert sender(other.pid, 0) == f"SIGINT from process {other.pid}: sleep 30"
+        # a siginfo of the sender's own making (rt_sigqueueinfo): its pid, and the odd code
+        odd = f"SIGINT from process {other.pid}: sleep 30 (si_code -961346640)"
+        assert sender(other.pid, -961346640) == odd
     finally:
         other.kill()
         other.wait()

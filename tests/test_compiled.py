@@ -10,12 +10,12 @@ import contextlib
 import copy
 import math
 import os
-import subprocess
 from collections.abc import Iterator
 
 import pytest
 import torch
 import torch._inductor.config as inductor_config
+from test_cli import run_started
 from torch import Tensor, nn
 
 from flows.nn import ReLU
@@ -227,7 +227,7 @@ def test_a_run_with_a_short_max_minutes_trains_at_once(train_cmd: list[str], tmp
     run = os.path.join(tmp_path, "run")
     args = ["env=pendulum", "total_steps=100000", "max_minutes=0.1", "device=cpu",
             "logger.progress=false", f"hydra.run.dir={run}"]  # fmt: skip
-    proc = subprocess.run([*train_cmd, *args], capture_output=True, text=True, timeout=600)
+    proc = run_started([*train_cmd, *args], timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "compile      off (auto: max_minutes=0.1 is under" in proc.stderr
     assert "compiling" not in proc.stderr and "max_minutes=0.1 reached" in proc.stderr

@@ -11,7 +11,7 @@ import sys
 import pytest
 import torch
 import torch.multiprocessing as mp
-from test_cli import TINY
+from test_cli import TINY, run_started
 from test_mbpo import mbpo_config
 
 from mbrl.runtime.checkpoint import load
@@ -99,7 +99,7 @@ def _torchrun(args: list[str], cwd: str, nproc: int = 2) -> subprocess.Completed
     cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}"]
     cmd += ["--master_port", str(_free_port()), *args]
     env = {**os.environ, "HYDRA_FULL_ERROR": "0", "OMP_NUM_THREADS": "1"}
-    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=300, env=env)
+    return run_started(cmd, cwd=cwd, timeout=300, env=env)
 
 
 SAC_TINY = [a for a in TINY if not a.startswith(("mbpo.", "rollout.", "model."))]
@@ -121,9 +121,9 @@ def test_torchrun_resume_equals_uninterrupted_and_refuses_other_world_sizes(
         res = _torchrun([script, f"resume={split}", "total_steps=300"], str(tmp_path), nproc)
         assert res.returncode != 0 and how in res.stderr, res.stderr[-2000:]
         assert res.stderr.count("error: resume=") == 1
-    plain = subprocess.run(
+    plain = run_started(
         [*train_cmd, f"resume={split}", "total_steps=300"],
-        cwd=str(tmp_path), capture_output=True, text=True, timeout=300,
+        cwd=str(tmp_path), timeout=300,
     )  # fmt: skip
     assert plain.returncode == 2 and "resume it with torchrun --nproc_per_node=2" in plain.stderr
     assert (sorted(os.listdir(split)), os.path.getsize(os.path.join(split, "metrics.jsonl"))) == (

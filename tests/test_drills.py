@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 import torch
+from test_cli import run_started
 from test_mbpo import mbpo_config
 
 from mbrl.config import ConfigError
@@ -86,11 +87,9 @@ def _start(args: list[str], run_dir: str) -> subprocess.Popen[bytes]:
 
 
 def _finish(args: list[str], run_dir: str) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(
+    proc = run_started(
         [*TRAIN, *args, f"hydra.run.dir={run_dir}", "logger.progress=false"],
         cwd=ROOT,
-        capture_output=True,
-        text=True,
         timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -322,9 +321,7 @@ def test_ctrl_c_while_compiling_quits_at_once_and_says_nothing_was_saved(
     assert lines[-2].startswith("compiling"), text[-3000:]  # nothing else since
     assert not os.path.exists(os.path.join(run, "ckpt", "last.pt"))
     assert not os.path.exists(os.path.join(run, ".lock"))
-    again = subprocess.run(
-        [*TRAIN, f"resume={run}"], cwd=ROOT, capture_output=True, text=True, timeout=120
-    )
+    again = run_started([*TRAIN, f"resume={run}"], cwd=ROOT, timeout=120)
     assert again.returncode == 2 and again.stderr.count("\n") == 1, again.stderr
     assert "nothing was saved yet in this run" in again.stderr
 
@@ -416,11 +413,9 @@ def test_ctrl_c_twice_in_a_model_fit_quits_in_one_line(tmp_path: str) -> None:
     assert _sha(last) == before and load(last)["step"] == 750
     assert not os.path.exists(os.path.join(run, ".lock"))
     printed = shlex.split(line.rsplit("continue with: ", 1)[1])
-    resumed = subprocess.run(
+    resumed = run_started(
         [sys.executable, *printed[1:], "logger.progress=false"],
         cwd=ROOT,
-        capture_output=True,
-        text=True,
         timeout=600,
     )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
@@ -518,11 +513,9 @@ def test_second_run_on_the_same_folder_is_refused(tmp_path: str) -> None:
         time.sleep(0.05)
     with open(os.path.join(run, ".hydra", "overrides.yaml"), encoding="utf-8") as f:
         hydra_record = f.read()
-    second = subprocess.run(
+    second = run_started(
         [*TRAIN, *SAC_RUN, "seed=4", f"hydra.run.dir={run}"],
         cwd=ROOT,
-        capture_output=True,
-        text=True,
         timeout=120,
     )
     assert second.returncode == 2
@@ -544,11 +537,9 @@ def test_second_run_on_the_same_folder_is_refused(tmp_path: str) -> None:
 
 def test_buffers_that_cannot_fit_are_refused_before_any_folder(tmp_path: str) -> None:
     run = os.path.join(tmp_path, "run")
-    proc = subprocess.run(
+    proc = run_started(
         [*TRAIN, "env=hopper", "rollout.batch_size=1000000000000", f"hydra.run.dir={run}"],
         cwd=ROOT,
-        capture_output=True,
-        text=True,
         timeout=120,
     )
     assert proc.returncode == 2

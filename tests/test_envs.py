@@ -8,6 +8,7 @@ import sys
 
 import numpy as np
 import pytest
+from test_cli import run_started
 
 from mbrl.envs import (
     ENVS,
@@ -74,11 +75,9 @@ def test_a_missing_gl_backend_is_one_line_before_the_run(tmp_path) -> None:
     probe = subprocess.run([sys.executable, "-c", "import mujoco"], env=env, capture_output=True)
     if probe.returncode == 0:
         pytest.skip("this machine has osmesa: MUJOCO_GL=osmesa imports")
-    out = subprocess.run(
+    out = run_started(
         [sys.executable, TRAIN, "env=pendulum", f"hydra.run.dir={tmp_path / 'run'}"],
         env=env,
-        capture_output=True,
-        text=True,
         timeout=120,
     )
     assert out.returncode == 1

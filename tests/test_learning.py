@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 
 import pytest
+from test_cli import run_started
 
 
 def _final_eval(train_cmd: list[str], run_dir: str, *args: str) -> dict[str, float]:
@@ -18,7 +18,7 @@ def _final_eval(train_cmd: list[str], run_dir: str, *args: str) -> dict[str, flo
         "logger.progress=false",
         f"hydra.run.dir={run_dir}",
     ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+    proc = run_started(cmd, timeout=3600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     with open(os.path.join(run_dir, "metrics.jsonl"), encoding="utf-8") as f:
         evals = [r for r in map(json.loads, f) if "eval/return_mean" in r]

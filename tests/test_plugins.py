@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import subprocess
 from dataclasses import dataclass
 from typing import Any
 
@@ -501,13 +500,13 @@ def test_the_command_line_takes_a_model_from_a_plugin_module(
     env = _plugin_env()
     args = [a for a in TINY if a != "logger.progress=false"]
     cmd = [*train_cmd, *args, "model=linear_test", "model.noise=0.05", f"hydra.run.dir={run}"]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    proc = run_started(cmd, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "MBPO + linear model (3 members, 2 elites)" in proc.stderr
     assert any("model/holdout_mse" in r for r in _metrics(run))
-    typo = subprocess.run(
+    typo = run_started(
         [*train_cmd, "model=linear_test", "model.nois=1", f"hydra.run.dir={run}2"],
-        env=env, capture_output=True, text=True, timeout=600,
+        env=env, timeout=600,
     )  # fmt: skip
     assert typo.returncode == 2 and "did you mean model.noise?" in typo.stderr
     assert not os.path.exists(f"{run}2")
@@ -515,9 +514,9 @@ def test_the_command_line_takes_a_model_from_a_plugin_module(
 
 def test_a_typo_in_a_plugin_agents_own_key_names_it(train_cmd: list[str], tmp_path: str) -> None:
     run = os.path.join(tmp_path, "run")
-    typo = subprocess.run(
+    typo = run_started(
         [*train_cmd, "agent=crossq_test", "agent.bn_momentm=0.1", f"hydra.run.dir={run}"],
-        env=_plugin_env(), capture_output=True, text=True, timeout=600,
+        env=_plugin_env(), timeout=600,
     )  # fmt: skip
     assert typo.returncode == 2, typo.stderr[-2000:]
     lines = typo.stderr.strip().splitlines()

@@ -6,9 +6,8 @@ from __future__ import annotations
 import glob
 import json
 import os
-import subprocess
 
-from test_cli import TINY
+from test_cli import TINY, run_started
 
 
 def test_profile_window_writes_tables_and_trace(train_cmd: list[str], tmp_path: str) -> None:
@@ -19,7 +18,7 @@ def test_profile_window_writes_tables_and_trace(train_cmd: list[str], tmp_path: 
     args = [a for a in TINY if not a.startswith(("total_steps", "algorithm.init_steps"))]
     args.append("algorithm.init_steps=200")
     cmd = [*train_cmd, *args, "profile=true", "profile.updates=20"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    proc = run_started(cmd, timeout=600, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     (run_dir,) = glob.glob(os.path.join(tmp_path, "runs", "profile", "pendulum", "*"))
     assert not glob.glob(os.path.join(tmp_path, "runs", "pendulum"))

@@ -130,14 +130,17 @@ def sender(pid: int, code: int) -> str:
     supervisor) says which."""
     if code > 0 or (code in FROM_A_PROCESS and pid in (0, os.getppid(), os.getpid())):
         return ""  # (code > 0: the kernel)
-    if code not in FROM_A_PROCESS:
-        return f"SIGINT from {_NOT_A_PROCESS.get(code, f'si_code {code}')}"
+    if code in _NOT_A_PROCESS:
+        return f"SIGINT from {_NOT_A_PROCESS[code]}"
+    # (any other negative code: a process sent its own siginfo, rt_sigqueueinfo; si_pid is
+    # the pid it wrote there)
+    odd = "" if code in FROM_A_PROCESS else f" (si_code {code})"
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             command = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
     except OSError:
         command = ""
-    return f"SIGINT from process {pid}: {command[:160] or f'ended since (si_code {code})'}"
+    return f"SIGINT from process {pid}: {command[:160] + odd or f'ended since (si_code {code})'}"
 
 
 def _handle(signum: int, frame: FrameType | None) -> None:
