@@ -242,7 +242,8 @@ def run(cfg: DictConfig) -> float:
         given = list(HydraConfig.get().overrides.task)
         config = resolve(cfg, given)
         for line in given_warnings(config, [override_key(o) for o in given]):
-            print(line, file=sys.stderr)  # (a set key that a run of this kind cannot use)
+            if distributed.is_main():  # (once, not once per torchrun rank)
+                print(line, file=sys.stderr)  # (a set key that a run of this kind cannot use)
         # Under torchrun: join the process group; every rank uses rank 0's run folder.
         distributed.start(resolve_device(config.device))
         run_dir = collectives.broadcast_object(run_dir)

@@ -63,11 +63,16 @@ def main() -> int:
             f"(env seeds {seed}..{seed + n - 1}: {which}; min {r['eval/return_min']:.1f}, "
             f"max {r['eval/return_max']:.1f}; mean length {r['eval/episode_length_mean']:.0f})"
         )
-        logged = logged_return(args.run_dir, int(r["step"])) if args.as_training else None
+        # (the logged return is the deterministic policy's: no comparison for --sample)
+        logged = None
+        if args.as_training and not args.sample:
+            logged = logged_return(args.run_dir, int(r["step"]))
         if logged is not None:
-            differs = "this differs (another machine, torch or MuJoCo version?)"
-            same = "the same" if logged == r["eval/return_mean"] else differs
-            print(f"  the run logged {logged:.1f} at step {int(r['step'])}: {same}")
+            ours, verdict = r["eval/return_mean"], "the same"
+            if logged != ours:  # (to the last bit: both printed whole)
+                why = "another machine, torch or MuJoCo version?"
+                verdict = f"this differs ({ours!r} against {logged!r}: {why})"
+            print(f"  the run logged {logged:.1f} at step {int(r['step'])}: {verdict}")
         if args.video is not None:
             path = args.video or os.path.join(args.run_dir, f"video_{args.ckpt}.gif")
             frames = record_video(args.run_dir, args.ckpt, path, seed)

@@ -19,19 +19,23 @@
 # Seven files in all (a GPU lease brings back at most eight).
 #
 # DEVICE=cpu COMPILE=false SEEDS=0 BASE="env=pendulum key=value ..." CAMPAIGN=DIR try it on a
-# CPU with tiny runs (BASE replaces the Hopper-v4 overrides; CAMPAIGN: the runs' folder).
+# CPU with tiny runs (BASE replaces the Hopper-v4 overrides; CAMPAIGN: the runs' folder;
+# PYTHON: the interpreter). Exit status: E1's (seeds.py's), 0 when E1 was left out.
 set -u
-if [ $# -lt 1 ]; then
-    echo "usage: $0 OUT [SECONDS]" >&2
+shopt -s nullglob
+if [ $# -lt 1 ] || ! [[ ${2:-540} =~ ^[0-9]+$ ]]; then
+    echo "usage: $0 OUT [SECONDS]   (SECONDS: a whole number, e.g. 540)" >&2
     exit 2
 fi
 out=$1 total=${2:-540}
 end=$((SECONDS + total))
 here=$(cd "$(dirname "$0")" && pwd)
+python=${PYTHON:-python3}
 mkdir -p "$out"
 device=${DEVICE:-cuda} campaign=${CAMPAIGN:-/tmp/flowmbpo_e1}
-# (BASE: split at spaces, each a key=value override of every E1 run)
-config=(${BASE:-env=hopper env.version=v4} "device=$device" "compile=${COMPILE:-true}")
+# (BASE: split at spaces, each a key=value override of every E1 run; no glob expansion)
+read -ra config <<<"${BASE:-env=hopper env.version=v4}"
+config+=("device=$device" "compile=${COMPILE:-true}")
 
 log="$out/slot.txt"
 {
@@ -41,28 +45,37 @@ log="$out/slot.txt"
     else
         echo "no nvidia-smi"
     fi
-    python3 -c 'import torch, sys; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)'
+    "$python" -c 'import torch, sys; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)'
 } >"$log" 2>&1
 
 if [ "$device" = cuda ]; then
     echo "== the capturable warning test" >>"$log"
-    timeout -k 10 150 python3 -m pytest -q -p no:cacheprovider -m cuda "$here/../tests/test_optim.py" \
+    timeout -k 10 150 "$python" -m pytest -q -p no:cacheprovider -m cuda "$here/../tests/test_optim.py" \
         -k capturable >>"$log" 2>&1
     echo "== exit $?" >>"$log"
 fi
 
-budget=$((end - SECONDS - 60)) # (the checks after the campaign: a minute)
+# The checks after the campaign get a minute; seeds.py's budget (at least 150 s, its own
+# floor) counts its runs' stops, each given --grace 30 s to write its checkpoint.
+budget=$((end - SECONDS - 60))
 if [ "$budget" -lt 150 ]; then
     echo "E1 left out: ${budget} s left" >>"$log"
     exit 0
 fi
-python3 "$here/seeds.py" "$campaign" --seeds "${SEEDS:-0-4}" --procs 10 --budget "${budget}s" \
-    --report "$out/e1" --report-every 30 --variant "model=gaussian" \
+"$python" "$here/seeds.py" "$campaign" --seeds "${SEEDS:-0-4}" --procs 10 --budget "${budget}s" \
+    --grace 30 --report "$out/e1" --report-every 30 --variant "model=gaussian" \
     --variant "model=gaussian amp=off tf32=false agent.act_sync_every=1" "${config[@]}" \
     >"$out/e1.log" 2>&1
-echo "== E1 exit $? at $(date -u +%T)" >>"$log"
+e1=$?
+echo "== E1 exit $e1 at $(date -u +%T)" >>"$log"
 
 for run in "$campaign"/runs/*/seed_*; do
+    left=$((end - SECONDS))
+    if [ "$left" -lt 5 ]; then
+        echo "== time's up: the other runs' estimates left out"
+        break
+    fi
     echo "== $run"
-    timeout 15 python3 "$here/eta_check.py" "$run" --rows 6 2>&1
+    timeout $((left < 15 ? left : 15)) "$python" "$here/eta_check.py" "$run" --rows 6 2>&1
 done >>"$log"
+exit "$e1"

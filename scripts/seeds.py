@@ -166,8 +166,11 @@ def import_plugins(out: str) -> None:
     os.environ.update(plugins.environment())
 
 
-def manifest(out: str, base: list[str], arms: list[Variant], seeds: list[int]) -> dict:
-    """OUT/seeds.json: the campaign's base overrides (fixed), variants and seeds (growing)."""
+def manifest(
+    out: str, base: list[str], arms: list[Variant], seeds: list[int], write: bool = True
+) -> dict:
+    """OUT/seeds.json: the campaign's base overrides (fixed), variants and seeds (growing);
+    ``write=False`` (a report only): read, and joined with this command's, not written."""
     path = os.path.join(out, CAMPAIGN)
     old = _read_json(path, {"base": base, "variants": [], "seeds": []})
     if old["base"] != base:
@@ -181,8 +184,9 @@ def manifest(out: str, base: list[str], arms: list[Variant], seeds: list[int]) -
         "variants": [list(v.overrides) for v in dict.fromkeys([*known, *arms])],
         "seeds": sorted(set(old["seeds"]) | set(seeds)),
     }
-    os.makedirs(out, exist_ok=True)
-    write_atomic(path, json.dumps(data, indent=1))
+    if write:
+        os.makedirs(out, exist_ok=True)
+        write_atomic(path, json.dumps(data, indent=1))
     return data
 
 
@@ -211,7 +215,7 @@ def _checked(args: argparse.Namespace) -> tuple[Any, ...]:
     import_plugins(args.out)
     steps, device, envs = check(args.overrides, arms, args.steps, args.report_only)
     reference = reference_for(args.reference, envs)
-    plan = manifest(args.out, args.overrides, arms, seeds)
+    plan = manifest(args.out, args.overrides, arms, seeds, write=not args.report_only)
     return seeds, arms, budget, steps, device, reference, plan
 
 
@@ -247,7 +251,10 @@ def main() -> int:
         }
         record["gpu_memory_mb"] = memory.figures() if memory else None
         invocations = [*history, record] if record["runs"] else history
-        write_atomic(os.path.join(args.out, "invocations.json"), json.dumps(invocations, indent=1))
+        if not args.report_only:  # (a report writes nothing into the campaign's folder)
+            write_atomic(
+                os.path.join(args.out, "invocations.json"), json.dumps(invocations, indent=1)
+            )
         by_variant = [(v.label, [j.path for j in jobs if j.variant == v]) for v in every]
         header = _header(args.overrides, len(plan["seeds"]), len(every), record["commit"])
         write_report(report_dir, load_settings(by_variant), invocations, reference, header)

@@ -345,3 +345,5 @@ def test_the_sigint_line_names_only_an_unexpected_sender() -> None:
         other.kill()
         other.wait()
     assert sender(other.pid, 0) == f"SIGINT from process {other.pid}: ended since (si_code 0)"
+    gone = f"SIGINT from process {other.pid}: ended since (si_code -961346640)"
+    assert sender(other.pid, -961346640) == gone

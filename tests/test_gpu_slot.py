@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
 
 from test_cli import TINY
 
@@ -19,6 +20,7 @@ BASE = " ".join(o for o in TINY if not o.startswith(("device=", "model.flow.")))
 def _slot(tmp_path: str, seconds: int) -> tuple[subprocess.CompletedProcess[str], str]:
     out = os.path.join(tmp_path, "out")
     env = {**os.environ, "DEVICE": "cpu", "COMPILE": "false", "SEEDS": "0", "BASE": BASE}
+    env["PYTHON"] = sys.executable
     env["CAMPAIGN"] = os.path.join(tmp_path, "campaign")
     proc = subprocess.run([SLOT, out, str(seconds)], env=env, capture_output=True, text=True,
                           timeout=seconds + 120, cwd=ROOT)  # fmt: skip
@@ -46,3 +48,5 @@ def test_a_slot_too_short_for_e1_says_so(tmp_path: str) -> None:
     with open(os.path.join(out, "slot.txt"), encoding="utf-8") as f:
         assert re.search(r"E1 left out: [0-9]+ s left", f.read())
     assert not os.path.exists(os.path.join(out, "e1"))
+    bad = subprocess.run([SLOT, out, "9m"], capture_output=True, text=True, timeout=30)
+    assert bad.returncode == 2 and "SECONDS: a whole number" in bad.stderr

@@ -201,6 +201,17 @@ def test_the_summary_compares_every_run_at_the_step_all_reached() -> None:
     auc_long = np.trapezoid([0.0, 10.0, 20.0], [1000, 2000, 3000]) / 2000  # (4000 left out)
     assert f"{20.0:.1f} ± " in text.splitlines()[2] and f"{auc_long:.1f}" in text.splitlines()[2]
     assert "900" not in text
+    # a run on another logging schedule, with nothing that early: left out, and named
+    late = _fake_run("c", 1, {2000: 5.0, 4000: 7.0})
+    text = summary_table(
+        [Setting("long", [long, late]), Setting("short", [short])], "eval/return_mean"
+    )
+    assert "left out, no eval/return_mean by step 3,000: c" not in text  # (2000 is early enough)
+    odd = _fake_run("d", 1, {3500: 5.0})
+    text = summary_table(
+        [Setting("long", [long]), Setting("odd", [odd, short])], "eval/return_mean"
+    )
+    assert text.splitlines()[0].startswith("at step 3,000") and text.endswith("by step 3,000: d)")
 
 
 def test_smoothed_curves_and_interval_bands_are_the_reports() -> None:
@@ -215,7 +226,8 @@ def test_smoothed_curves_and_interval_bands_are_the_reports() -> None:
     rng = np.random.default_rng(0)
     draws = {s: rng.normal(100 * s, 50, len(steps)).tolist() for s in range(4)}
     values = {s: dict(zip(steps, draws[s], strict=True)) for s in range(4)}
-    values[3] = {k: v for k, v in values[3].items() if k <= 5000}  # (one seed stops at 5000)
+    for seed in (2, 3):  # (two seeds stop at 5000: from 6000 on, two seeds, no band)
+        values[seed] = {k: v for k, v in values[seed].items() if k <= 5000}
     runs = [_fake_run(f"r{s}", s, values[s]) for s in range(4)]
 
     def smoothed(seed: int, step: int) -> float:
@@ -231,7 +243,8 @@ def test_smoothed_curves_and_interval_bands_are_the_reports() -> None:
     ]
     assert line.get_ydata().tolist() == pytest.approx(expected)
     (poly,) = ax.collections
-    ys = poly.get_paths()[0].vertices[:, 1]
+    xs, ys = poly.get_paths()[0].vertices.T
+    assert xs.min() == 3000 and xs.max() == 5000  # (the band ends where the third seed stops)
     lo, hi = bootstrap_interval([smoothed(s, 5000) for s in range(4)])
     assert any(abs(y - lo) < 1e-9 for y in ys) and any(abs(y - hi) < 1e-9 for y in ys)
     assert "95 % bootstrap interval" in line.get_label() and "smoothed" in ax.get_title()

@@ -140,6 +140,7 @@ def test_report_matches_the_runs_and_a_rerun_continues(tmp_path: str) -> None:
     assert res.returncode == 2 and len(lines) == 1 and "none of the 4 runs" in lines[0], res.stderr
     with tarfile.open(os.path.join(one_report, "metrics.tar.gz")) as tar:
         assert tar.getnames() == names  # (the report there is left as it was)
+    assert not os.path.exists(empty)  # (not even a manifest)
 
 
 @pytest.mark.slow

@@ -140,7 +140,9 @@ def sender(pid: int, code: int) -> str:
             command = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
     except OSError:
         command = ""
-    return f"SIGINT from process {pid}: {command[:160] + odd or f'ended since (si_code {code})'}"
+    if not command:
+        return f"SIGINT from process {pid}: ended since (si_code {code})"
+    return f"SIGINT from process {pid}: {command[:160]}{odd}"
 
 
 def _handle(signum: int, frame: FrameType | None) -> None:

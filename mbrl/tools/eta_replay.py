@@ -78,9 +78,8 @@ def process_rates(cfg: Config, rows: list[Row], at: int) -> dict[str, float]:
     timed = [r for r in rows if "time/wall" in r and r["step"] <= at]
     ours: list[tuple[Row, Row]] = []
     for a, b in itertools.pairwise(timed):
-        ours = (
-            [*ours, (a, b)] if not resumed_between(a, b) else []
-        )  # (a resume: a new process from b)
+        # (a resume: a new process from b, whose intervals start afresh)
+        ours = [] if resumed_between(a, b) else [*ours, (a, b)]
     work, grand = Work(), dict.fromkeys(TIMERS, 0.0)
     for a, b in ours:
         grand = {p: grand[p] + b.get(f"time/{p}", 0.0) for p in TIMERS}

@@ -6,7 +6,6 @@ names the file and what is wrong.
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
@@ -20,6 +19,7 @@ from mbrl.evaluator import EVAL_SEED, Evaluator
 from mbrl.runtime.checkpoint import CheckpointError, load
 from mbrl.runtime.utils import configure_cpu, resolve_device
 from mbrl.runtime.validate import load_config
+from mbrl.tools.plotting import read_metrics
 
 
 class EvaluateError(RuntimeError):
@@ -60,11 +60,9 @@ def logged_return(run_dir: str, step: int) -> float | None:
     if not os.path.isfile(path):
         return None
     found = None
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            row = json.loads(line)
-            if row.get("step") == step and row.get("eval/return_mean") is not None:
-                found = float(row["eval/return_mean"])  # (the last, after any resume)
+    for row in read_metrics(path):  # (a line cut by a kill is left out)
+        if row.get("step") == step and row.get("eval/return_mean") is not None:
+            found = float(row["eval/return_mean"])  # (the last, after any resume)
     return found
 
 

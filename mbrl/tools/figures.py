@@ -11,7 +11,7 @@ import numpy as np
 
 from mbrl.envs import env_spec
 from mbrl.tools.plotting import Reference, Run, Setting
-from mbrl.tools.stats import SMOOTH_WINDOW, bootstrap_interval, trailing_mean
+from mbrl.tools.stats import INTERVAL_SEEDS, SMOOTH_WINDOW, bootstrap_interval, trailing_mean
 
 # What a reader calls a metric on an axis (others keep their key).
 AXIS_LABELS = {"eval/return_mean": "evaluation return (mean of its episodes)"}
@@ -79,7 +79,7 @@ def interval_band(
     low, high, keep = np.full(grid.shape, np.nan), np.full(grid.shape, np.nan), []
     for i, step in enumerate(grid):
         values = [np.interp(step, st, v) for st, v in curves if st[0] <= step <= st[-1]]
-        keep.append(len(values) >= 3)
+        keep.append(len(values) >= INTERVAL_SEEDS)
         if keep[-1]:
             low[i], high[i] = bootstrap_interval(values)
     return low, high, np.array(keep)

@@ -150,27 +150,28 @@ def _varying(runs: list[Run]) -> list[str]:
 
 
 def summary_table(settings: list[Setting], metric: str) -> str:
-    """A text table, per setting: seeds, the value at the last step every run of every setting
-    reached (mean and std across seeds) and the AUC up to that step (the curve's mean height
-    over it), so that settings and seeds compare over the same steps."""
-    curves = [
-        (s.label, [c for c in (r.curve(metric) for r in s.runs) if len(c[0])]) for s in settings
-    ]
-    ends = [c[0][-1] for _, cs in curves for c in cs]
+    """A text table, per setting: seeds, each run's last value at or before the last step every
+    run reached (mean and std across seeds) and the AUC up to that step (the curve's mean
+    height over it), so that settings and seeds compare over the same steps; a run with no
+    value that early (another logging schedule) is left out and named."""
+    curves = [(s, [(r, r.curve(metric)) for r in s.runs]) for s in settings]
+    ends = [c[0][-1] for _, rc in curves for _, c in rc if len(c[0])]
     if not ends:
         return f"no run has logged {metric} yet"
-    upto = min(ends)
-    rows = []
-    for label, cs in curves:
+    upto, rows, left_out = min(ends), [], []
+    for s, rc in curves:
         finals, aucs = [], []
-        for steps, values in cs:
+        for run, (steps, values) in rc:
             keep = steps <= upto
+            if not keep.any():
+                left_out += [run.path] if len(steps) else []
+                continue
             steps, values = steps[keep], values[keep]
             finals.append(values[-1])
             span = steps[-1] - steps[0]
             aucs.append(float(np.trapezoid(values, steps) / span) if span > 0 else float(values[0]))
         if finals:
-            rows.append((label, summarize(finals), float(np.mean(aucs))))
+            rows.append((s.label, summarize(finals), float(np.mean(aucs))))
     width = max([len("setting"), *(len(label) for label, _, _ in rows)])
     at = f"at step {upto:,.0f} (the last every run reached; AUC up to it)"
     lines = [at, f"{'setting':<{width}}  seeds  return there (mean ± std)     AUC"]
@@ -178,6 +179,8 @@ def summary_table(settings: list[Setting], metric: str) -> str:
         lines.append(
             f"{label:<{width}}  {final.n:>5}  {final.mean:>12.1f} ± {final.std:<10.1f}  {auc:>9.1f}"
         )
+    if left_out:
+        lines.append(f"(left out, no {metric} by step {upto:,.0f}: {', '.join(left_out)})")
     return "\n".join(lines)
 
 
