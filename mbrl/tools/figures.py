@@ -23,9 +23,8 @@ STYLES = (("-", "o"), ("--", "s"), ("-.", "^"), (":", "D"), ((0, (5, 1, 1, 1)), 
 def band(curves: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, ...]:
     """Steps, mean, sample std (ddof 1; 0 where one seed) and n over the seeds that reached each
     step: a run that stopped earlier leaves the steps after its last point (not carried on)."""
-    grid = np.unique(np.concatenate([c[0] for c in curves]))
-    inside = np.stack([(grid >= st[0]) & (grid <= st[-1]) for st, _ in curves])
-    ys = np.stack([np.interp(grid, st, v) for st, v in curves]) * inside
+    grid, ys, inside = _reached(curves)
+    ys = ys * inside
     n = inside.sum(0)
     mean = ys.sum(0) / n
     var = (((ys - mean) * inside) ** 2).sum(0) / np.maximum(n - 1, 1)
@@ -76,13 +75,23 @@ def interval_band(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The 95 % bootstrap interval of the mean over the seeds that reached each step of
     ``grid``, where three or more did (``keep``: those steps)."""
-    low, high, keep = np.full(grid.shape, np.nan), np.full(grid.shape, np.nan), []
-    for i, step in enumerate(grid):
-        values = [np.interp(step, st, v) for st, v in curves if st[0] <= step <= st[-1]]
-        keep.append(len(values) >= INTERVAL_SEEDS)
-        if keep[-1]:
-            low[i], high[i] = bootstrap_interval(values)
-    return low, high, np.array(keep)
+    _, ys, inside = _reached(curves, grid)
+    keep = inside.sum(0) >= INTERVAL_SEEDS
+    low, high = np.full(grid.shape, np.nan), np.full(grid.shape, np.nan)
+    for i in np.flatnonzero(keep):  # (one bootstrap per step drawn: a figure, no hot path)
+        low[i], high[i] = bootstrap_interval(ys[inside[:, i], i])
+    return low, high, keep
+
+
+def _reached(
+    curves: list[tuple[np.ndarray, np.ndarray]], grid: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The steps of every curve (or ``grid``), each curve's value there (seeds x steps), and
+    whether the curve reached each step (a run that stopped earlier is not carried on)."""
+    if grid is None:
+        grid = np.unique(np.concatenate([c[0] for c in curves]))
+    inside = np.stack([(grid >= st[0]) & (grid <= st[-1]) for st, _ in curves])
+    return grid, np.stack([np.interp(grid, st, v) for st, v in curves]), inside
 
 
 def draw_curves(
