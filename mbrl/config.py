@@ -26,6 +26,7 @@ REWARDER_MODES = ("none", "penalty", "filter")
 COMPILE_MODES = ("auto", "true", "false")
 REAL_DATA = ("episode", "step")
 VECTOR_MODES = ("auto", "sync", "async")
+WANDB_MODES = ("online", "offline", "disabled")
 
 
 class ConfigError(ValueError):

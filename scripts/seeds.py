@@ -261,6 +261,8 @@ def main() -> int:
 
     if args.report_only:
         return _report_only(args.out, report_dir, chosen, report)
+    units, split = batches(chosen, args.batch)
+    procs = record["procs"] = min(procs, len(units)) or procs  # (processes that run at once)
     deadline = time.time() + budget if budget else float("inf")
     pool = Pool(args.overrides, procs, args.threads, deadline, args.grace,
                 os.path.join(args.out, "logs"), report, args.report_every)  # fmt: skip
@@ -270,7 +272,6 @@ def main() -> int:
         mps, mps_text = _mps(args, device, procs)
         pool.env, record["mps"] = {**shares(procs), **(mps.env if mps else {})}, mps is not None
         memory = GpuMemory() if device == "cuda" else None
-        units, split = batches(chosen, args.batch)
         head = f"{len(chosen)} runs ({len(arms)} variants x {len(seeds)} seeds)"
         print(_start(args, head, len(units), steps, procs, f"{device}, {mps_text}"), *split,
               sep="\n", file=sys.stderr)  # fmt: skip
@@ -316,7 +317,8 @@ def _start(
     args: argparse.Namespace, head: str, procs_needed: int, steps: int, procs: int, on: str
 ) -> str:
     """The start line: the runs, their processes (batched seeds), where and the budget."""
-    per = f" ({procs_needed} processes, up to {args.batch} seeds each)" if args.batch > 1 else ""
+    n = f"{procs_needed} process{'es' if procs_needed != 1 else ''}"
+    per = f" ({n}, up to {args.batch} seeds each)" if args.batch > 1 else ""
     budget = f", budget {args.budget}" if args.budget else ""
     return f"{head}{per} to {steps:,} env steps, {procs} at a time on {on}{budget}"
 

@@ -59,6 +59,8 @@ def test_defaults_are_valid() -> None:
         ({"model__flow__transform": "maf"}, "model.flow.transform='maf'"),
         ({"max_minutes": 0}, "max_minutes=0 is not allowed; it must be > 0 or null"),
         ({"max_minutes": 0.5}, None),
+        ({"logger__wandb_mode": "ofline"}, "logger.wandb_mode='ofline' is not allowed; choose"),
+        ({"logger__wandb_mode": "offline"}, None),
     ],
 )
 def test_bad_values_name_value_and_choices(

@@ -113,7 +113,10 @@ def test_torchrun_resume_equals_uninterrupted_and_refuses_other_world_sizes(
     full, split = os.path.join(tmp_path, "full"), os.path.join(tmp_path, "split")
     assert _torchrun([script, *SAC_TINY, f"hydra.run.dir={full}"], str(tmp_path)).returncode == 0
     short = [script, *SAC_TINY, "total_steps=200", f"hydra.run.dir={split}"]
-    assert _torchrun(short, str(tmp_path)).returncode == 0
+    done = _torchrun(short, str(tmp_path))
+    assert done.returncode == 0
+    said = f"torchrun --nproc_per_node=2 {script} resume={split} total_steps=<more than 200>"
+    assert said in done.stdout + done.stderr  # (the summary's command starts both ranks)
     assert sorted(os.listdir(tmp_path)) == ["full", "split"]  # no folder of rank 1's own
     before = sorted(os.listdir(split)), os.path.getsize(os.path.join(split, "metrics.jsonl"))
     # Another world size: one message, nothing written.

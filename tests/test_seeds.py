@@ -220,6 +220,10 @@ def test_a_signal_stops_every_run_with_a_checkpoint(tmp_path: str, sig: int, bat
         if proc.poll() is None:
             proc.kill()
     assert len(pids) == 2 // batch and not alive, text
+    assert f", {2 // batch} at a time on cpu" in text, text  # (processes, not seeds)
+    with open(os.path.join(out, "summary.md"), encoding="utf-8") as f:
+        said = "1 process (2 seeds each, batched) on cpu" if batch == 2 else "2 processes on cpu"
+        assert f"invocation 1: {said}, 2 runs" in f.read()
     for s, run in zip((0, 1), runs, strict=True):
         name = f"base/seed_{s}" if batch == 1 else "base/seeds_0,1"
         assert f"{name} stopped at step" in text, text

@@ -369,3 +369,18 @@ def test_the_compile_warm_up_is_a_phase_of_its_own(tmp_path: str) -> None:
     assert warm_up > 0 and first["time/compile"] >= warm_up
     assert first["time/other"] < 0.5 * first["time/compile"]
     assert load_run(run).phase_seconds()["compile"] == first["time/compile"]
+
+
+def test_one_rank_says_the_run_will_stop(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Under torchrun Ctrl-C reaches every rank: each stops, rank 0 alone says so."""
+    from mbrl.runtime.interrupt import StopRequest
+
+    for rank in ("1", "0"):
+        monkeypatch.setenv("RANK", rank)
+        stop = StopRequest(lambda: "the current step", None)
+        stop.request()
+        assert stop.requested
+        said = capsys.readouterr().err
+        assert ("Ctrl-C: stopping after the current step" in said) == (rank == "0"), rank

@@ -217,6 +217,8 @@ class StopRequest:
 
     def request(self, why: str = "Ctrl-C") -> None:
         self.requested, self.why = True, why
+        if os.environ.get("RANK", "0") != "0":  # (torchrun: Ctrl-C reaches every rank; one says it)
+            return
         print(
             f"\n{why}: stopping after {self.waiting_for()}, then writing ckpt/last.pt, from "
             "which resume= continues exactly (Ctrl-C again to quit at once, without it)",

@@ -15,12 +15,14 @@ from mbrl.config import Config
 from mbrl.envs import env_spec
 from mbrl.envs.vector import resolve_vector
 from mbrl.mbpo import MBPO
+from mbrl.runtime import distributed
 from mbrl.runtime.capacity import CheckpointSizes, buffer_bytes
 from mbrl.runtime.checkpoint import CheckpointManager
 from mbrl.runtime.inert_settings import warnings_for
 from mbrl.runtime.interrupt import STARTING
 from mbrl.runtime.progress import duration, episodes, megabytes, start_block
 from mbrl.runtime.timer import PhaseTimer
+from mbrl.runtime.utils import hydra_value
 
 
 class Run(Protocol):
@@ -111,13 +113,16 @@ def threads_text(threads: int, cores: int, device: str = "cpu") -> str:
     return text
 
 
-def resume_command(run_dir: str) -> str:
-    """The command that continues this run, as the user would type it from here."""
+def resume_command(run_dir: str, world: int | None = None) -> str:
+    """The command that continues this run, as the user would type it from here: under
+    torchrun with as many processes as it ran on (``world``; None: this process's group)."""
     script = "scripts/train.py"
     if sys.argv and sys.argv[0].endswith("train.py"):
         path = os.path.abspath(sys.argv[0])
         script = os.path.relpath(path) if not os.path.relpath(path).startswith("..") else path
-    return f"python {shlex.quote(script)} resume={shlex.quote(run_dir)}"
+    world = distributed.world_size() if world is None else world
+    launcher = "python" if world == 1 else f"torchrun --nproc_per_node={world}"
+    return f"{launcher} {shlex.quote(script)} {shlex.quote('resume=' + hydra_value(run_dir))}"
 
 
 def quit_text(moment: str, run_dir: str, ckpt: CheckpointManager | None, profile: bool) -> str:

@@ -4,8 +4,18 @@ report files written whole."""
 from __future__ import annotations
 
 import os
+import re
 
 import torch
+
+
+def hydra_value(text: str) -> str:
+    """``text`` as the value of a hydra override that reads back as ``text``: as it is when
+    plain, else double-quoted (a multirun job's folder, ``1_env=pendulum,seed=3``, holds ``=``
+    and ``,``, which hydra would parse as a sweep or a syntax error)."""
+    if re.fullmatch(r"[\w./+-]+", text):
+        return text
+    return '"' + text.replace('"', '\\"') + '"'
 
 
 def resolve_device(name: str) -> torch.device:

@@ -24,6 +24,7 @@ from mbrl.config import (
     REAL_DATA,
     REWARDER_MODES,
     VECTOR_MODES,
+    WANDB_MODES,
     AgentConfig,
     Config,
     ConfigError,
@@ -82,6 +83,8 @@ def _check_ranges(c: Config) -> None:
     _choice("env.vector", c.env.vector, VECTOR_MODES)
     _choice("eval.vector", c.eval.vector, VECTOR_MODES)
     _optional("env.max_episode_steps", c.env.max_episode_steps)
+    if c.logger.wandb_mode is not None:  # (wandb would warn and log nothing)
+        _choice("logger.wandb_mode", c.logger.wandb_mode, WANDB_MODES)
     if c.max_minutes is not None and not c.max_minutes > 0:
         raise ConfigError(f"max_minutes={c.max_minutes:g} is not allowed; it must be > 0 or null")
     _check_batch(c)

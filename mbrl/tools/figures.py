@@ -157,8 +157,8 @@ def plot_phases(settings: list[Setting], out: str) -> list[str]:
         widths = np.array([p.get(phase, 0.0) for p in per])
         ax.barh([s.label for s in settings], widths, left=left, label=phase)
         left += widths
-    ax.set_xlabel("seconds per run (time/* summed over each run, mean over the setting's runs)")
-    ax.legend(fontsize=8, ncol=5, loc="upper center", bbox_to_anchor=(0.5, -0.28))
+    ax.set_xlabel("seconds per run\n(time/* summed over each run, mean over the setting's runs)")
+    ax.legend(fontsize=8, ncol=5, loc="upper center", bbox_to_anchor=(0.5, -0.38))
     return _save(fig, out)
 
 

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from mbrl.runtime.utils import hydra_value
 from mbrl.tools.plotting import read_metrics
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -85,9 +86,9 @@ class Job:
         common = [f"total_steps={target}", f"max_minutes={limit}", f"threads={threads}"]
         common.append("logger.progress=false")
         if os.path.isfile(os.path.join(self.path, "ckpt", "last.pt")):
-            return [sys.executable, TRAIN, f"resume={self.path}", *common]
+            return [sys.executable, TRAIN, f"resume={hydra_value(self.path)}", *common]
         over = [*base, *self.variant.overrides, f"seed={self.seed}"]
-        return [sys.executable, TRAIN, *over, *common, f"hydra.run.dir={self.path}"]
+        return [sys.executable, TRAIN, *over, *common, f"hydra.run.dir={hydra_value(self.path)}"]
 
 
 @dataclass

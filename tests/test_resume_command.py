@@ -1,0 +1,60 @@
+"""Commands the program prints or runs with a run folder in them read back, through the shell
+and hydra's own override parser, as that folder, whatever its name holds."""
+
+from __future__ import annotations
+
+import os
+import shlex
+from pathlib import Path
+
+import pytest
+from hydra.core.override_parser.overrides_parser import OverridesParser
+
+from mbrl.runtime.report import resume_command
+from mbrl.tools.seed_runs import Job, Variant
+
+FOLDERS = [
+    "runs/hopper/2026-12-07_02-30-00",  # a plain run's
+    # a multirun job's (conf/config.yaml: <num>_<override_dirname>)
+    "runs/sweeps/pendulum/2026-12-07_02-30-00/1_env=pendulum,rollout.max_length=10",
+    "/tmp/my runs/it's here",
+    '/tmp/a "quoted" name',
+]
+
+
+def _parsed(override: str) -> tuple[str, object]:
+    (o,) = OverridesParser.create().parse_overrides([override])
+    return o.key_or_group, o.value()
+
+
+@pytest.mark.parametrize("folder", FOLDERS)
+def test_the_printed_resume_command_names_the_folder(folder: str) -> None:
+    argv = shlex.split(resume_command(folder))
+    assert argv[:2] == ["python", "scripts/train.py"] and len(argv) == 3
+    assert _parsed(argv[2]) == ("resume", folder)
+
+
+def test_a_plain_folder_is_printed_as_it_is() -> None:
+    assert resume_command(FOLDERS[0]) == f"python scripts/train.py resume={FOLDERS[0]}"
+
+
+@pytest.mark.parametrize("folder", FOLDERS[1:])
+def test_seeds_py_starts_and_resumes_a_run_in_such_a_folder(folder: str, tmp_path: Path) -> None:
+    job = Job(Variant(("agent.hidden_sizes=[64,64]",)), 0, folder)
+    start = job.command(["env=pendulum"], 1000, 1, None)
+    assert _parsed(start[-1]) == ("hydra.run.dir", folder)
+    assert ("agent.hidden_sizes", [64, 64]) in [_parsed(a) for a in start[2:-1]]
+    job.path = str(tmp_path / "1_env=pendulum,seed=3")  # (one with a checkpoint is resumed)
+    os.makedirs(os.path.join(job.path, "ckpt"))
+    Path(job.path, "ckpt", "last.pt").write_bytes(b"")
+    assert _parsed(job.command([], 1000, 1, None)[2]) == ("resume", job.path)
+
+
+def test_a_torchrun_run_is_resumed_under_torchrun(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run of 2 processes refuses a resume by 1 (mbrl.runtime.checkpoint): the command
+    printed by its ranks (torchrun sets WORLD_SIZE) starts as many."""
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    argv = shlex.split(resume_command(FOLDERS[1]))
+    assert argv[:3] == ["torchrun", "--nproc_per_node=2", "scripts/train.py"]
+    assert _parsed(argv[3]) == ("resume", FOLDERS[1])
+    assert resume_command(FOLDERS[0], world=1).startswith("python scripts/train.py ")
