@@ -150,3 +150,14 @@ def test_windowed_state_roundtrip_continues_identically() -> None:
     g1, g2 = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
     assert buf.rows()["rew"].tolist() == other.rows()["rew"].tolist()
     assert torch.equal(buf.sample(64, g1)["rew"], other.sample(64, g2)["rew"])
+
+
+def test_draws_are_uniform_with_replacement_over_the_live_rows() -> None:
+    """MBPO's rollout starts and SAC's batches: ``np.random.randint(0, size, n)``, uniform
+    with replacement over the rows held. A wrapped ring of 10 holds rows 5-14; 100 000 draws
+    hit each about 10 000 times (binomial sd 95: each within 5 sd), and no other row."""
+    buf = _buffer(10)
+    buf.add(_rows(0, 15))
+    drawn = buf.sample(100_000, torch.Generator().manual_seed(0), ("rew",))["rew"].long()
+    counts = torch.bincount(drawn, minlength=15)
+    assert counts[:5].sum() == 0 and bool(((counts[5:] - 10_000).abs() < 5 * 95).all())

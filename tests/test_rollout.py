@@ -101,3 +101,19 @@ def test_pool_is_allocated_once_for_the_longest_rollouts() -> None:
             model, agent, never, _start(40), length, pool, torch.Generator().manual_seed(length)
         )
     assert {k: v.data_ptr() for k, v in pool.data.items()} == ptrs and len(pool) == 300
+
+
+def test_rollouts_act_with_the_stochastic_policy() -> None:
+    """MBPO rolls its model out with the SAC policy's samples, not its mean: from one start
+    state, the first actions are tanh(mean + std * N(0, 1)) of the actor's own mean and std
+    there (computed here from its outputs), with the spread that implies."""
+    model, agent, pool = _setup(capacity=20_000)
+    never = env_spec("halfcheetah").termination_fn
+    start = (0.05 * torch.randn(1, OBS)).expand(20_000, OBS).clone()  # (a std near 1 there)
+    rollout(model, agent, never, start, 1, pool, torch.Generator().manual_seed(0))
+    pre = torch.atanh(pool.rows()["act"].clamp(-1 + 1e-6, 1 - 1e-6))  # back before the tanh
+    with torch.no_grad():
+        mean, log_std = agent.actor(start[:1])
+    torch.testing.assert_close(pre.mean(0), mean[0], atol=0.05, rtol=0.0)
+    torch.testing.assert_close(pre.std(0), log_std.exp()[0], atol=0.0, rtol=0.05)
+    assert float(log_std.exp().min()) > 0.1  # (a spread the mean alone could not show)

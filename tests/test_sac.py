@@ -134,6 +134,15 @@ def test_terminated_cuts_the_bootstrap_but_truncated_does_not() -> None:
     next_act, next_logp = sac.actor.squash(b["next_obs"], noise)
     q_next = sac.critic_target(b["next_obs"], next_act).min(0).values
     torch.testing.assert_close(target, b["rew"] + 0.9 * (q_next - alpha * next_logp))
+    # The update reads the batch whole: a truncated row must train as the same row not truncated.
+    agents = [copy.deepcopy(sac) for _ in range(2)]
+    for agent, truncated in zip(agents, (False, True), strict=True):
+        b["truncated"][:] = truncated
+        agent.update(b, torch.Generator().manual_seed(1))
+    params = [[*a.critic.parameters(), *a.actor.parameters()] for a in agents]
+    for p, q in zip(*params, strict=True):
+        assert torch.equal(p, q)
+    assert not torch.equal(agents[0].critic.net.layers[0].weight, sac.critic.net.layers[0].weight)
 
 
 def test_state_dict_roundtrip_gives_identical_updates() -> None:

@@ -6,7 +6,8 @@ import copy
 import os
 import pickle
 import warnings
-from typing import Any
+from collections.abc import Callable
+from typing import Any, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
@@ -51,6 +52,8 @@ def make_env(
         env = gym.make(chosen.gym_id, **kwargs)
     if chosen.obs_dims is not None:
         env = _first_entries(env, chosen.obs_dims)
+    if chosen.contact_cost is not None:
+        env = ContactCost(env, chosen.contact_cost)
     if not isinstance(env.action_space, gym.spaces.Box):
         raise TypeError(f"env {name!r} has a non-Box action space {env.action_space}")
     space = env.action_space
@@ -65,6 +68,21 @@ def _first_entries(env: gym.Env, dims: int) -> gym.Env:
     low, high = space.low[:dims], space.high[:dims]
     box = gym.spaces.Box(low, high, dtype=space.dtype)
     return TransformObservation(env, lambda obs: obs[:dims], box)
+
+
+class ContactCost(gym.Wrapper):
+    """Subtracts ``cost(data)``, read from the MuJoCo env's ``data`` after each step, from the
+    step's reward and reports it as ``info["reward_contact"]`` (as v5 reports its own): the
+    contact cost MBPO's envs charge and an env version lacks (mbrl/envs/costs.py)."""
+
+    def __init__(self, env: gym.Env, cost: Callable[[Any], float]) -> None:
+        super().__init__(env)
+        self._cost = cost
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        cost = self._cost(self.env.unwrapped.data)  # type: ignore[attr-defined]
+        return obs, float(reward) - cost, terminated, truncated, {**info, "reward_contact": -cost}
 
 
 def episode_limit(name: str, version: str | None, max_episode_steps: int | None) -> int:

@@ -6,24 +6,28 @@ that env (docs/model.md: adding an env)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
 
 from mbrl.envs import termination
+from mbrl.envs.costs import mbpo_ant_contact_cost, mbpo_humanoid_contact_cost
 from mbrl.envs.termination import TerminationFn
 from mbrl.registry import Registry
 
 
 @dataclass(frozen=True)
 class EnvVersion:
-    """One version of an env: its gymnasium id, arguments, and how many leading observation
-    entries are kept (None: all)."""
+    """One version of an env: its gymnasium id, arguments, how many leading observation
+    entries are kept (None: all), and a contact cost its reward lacks (None: none)."""
 
     gym_id: str
     kwargs: tuple[tuple[str, object], ...] = ()  # passed to gymnasium.make
     obs_dims: int | None = None
+    # MjData after a step -> a cost subtracted from that step's reward (mbrl/envs/costs.py)
+    contact_cost: Callable[[Any], float] | None = None
 
 
 @dataclass(frozen=True)
@@ -183,13 +187,20 @@ register_env(
 # contact forces and inertia terms are omitted, as in MBPO's AntTruncatedObs /
 # HumanoidTruncatedObs. v5 has flags for them; Humanoid-v4 has none, so its observation is
 # cut to its first 45 entries, which are qpos[2:] and qvel.
+# Their rewards subtract a contact cost, as MBPO's own envs (mbpo/env/ant.py, humanoid.py) do:
+# MuJoCo 1.50, which MBPO ran on, fills cfrc_ext at every step. v5 charges the same costs
+# itself; v4 as built here charges none, so make_env subtracts MBPO's (mbrl/envs/costs.py).
+# (Ant-v4's use_contact_forces=True would charge Ant's but append the 84 forces to the
+# observation returned by the env's own _get_obs, and report the cost as reward_ctrl.)
 register_env(
     "ant",
     termination.ant,
     _mujoco(
         "Ant",
         (("include_cfrc_ext_in_observation", False),),
-        v4=EnvVersion("Ant-v4", (("use_contact_forces", False),)),
+        v4=EnvVersion(
+            "Ant-v4", (("use_contact_forces", False),), contact_cost=mbpo_ant_contact_cost
+        ),
     ),
     total_steps=300_000,
     about="MBPO's truncated observation (no contact forces)",
@@ -210,7 +221,7 @@ register_env(
             ("include_qfrc_actuator_in_observation", False),
             ("include_cfrc_ext_in_observation", False),
         ),
-        v4=EnvVersion("Humanoid-v4", obs_dims=45),
+        v4=EnvVersion("Humanoid-v4", obs_dims=45, contact_cost=mbpo_humanoid_contact_cost),
     ),
     total_steps=300_000,
     about="MBPO's truncated observation (qpos[2:], qvel)",
