@@ -22,6 +22,7 @@ from mbrl.tools.plotting import (
     find_runs,
     group,
     load_reference,
+    repeated_seeds,
     summary_table,
 )
 from mbrl.tools.seed_report import CAMPAIGN, campaign_order, tables
@@ -86,6 +87,8 @@ def main() -> int:
             )
         settings.sort(key=lambda s: s.label != args.baseline)
     print(f"{len(runs)} runs, {len(settings)} settings")
+    for line in repeated_seeds(settings):
+        print(line, file=sys.stderr)
     print(summary_table(settings, args.metric))
     if args.per_step:
         print(tables(settings, reference))

@@ -248,3 +248,22 @@ def test_smoothed_curves_and_interval_bands_are_the_reports() -> None:
     lo, hi = bootstrap_interval([smoothed(s, 5000) for s in range(4)])
     assert any(abs(y - lo) < 1e-9 for y in ys) and any(abs(y - hi) < 1e-9 for y in ys)
     assert "95 % bootstrap interval" in line.get_label() and "smoothed" in ax.get_title()
+
+
+def test_a_seed_given_twice_is_named(tmp_path: str) -> None:
+    """Two campaigns of one config (one with batched seeds, which never splits a setting):
+    plot.py says which seeds it would count twice, and where."""
+    for camp in ("solo", "batched"):
+        for seed in (0, 1):
+            over = ["env=pendulum", f"seed={seed}"] + (["batch_seeds=2"] * (camp == "batched"))
+            _run_folder(str(tmp_path), f"{camp}_{seed}", over, hydra=True)
+    proc = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "scripts", "plot.py"), str(tmp_path),
+         "--out", os.path.join(str(tmp_path), "fig.png")],
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "4 runs, 1 settings" in proc.stdout
+    for seed in (0, 1):
+        paths = ", ".join(os.path.join(str(tmp_path), f"{c}_{seed}") for c in ("batched", "solo"))
+        assert f"holds seed {seed} 2 times ({paths})" in proc.stderr, proc.stderr

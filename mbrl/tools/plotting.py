@@ -136,6 +136,23 @@ def group(runs: list[Run], by: list[str] | None = None) -> list[Setting]:
     return list(settings.values())
 
 
+def repeated_seeds(settings: list[Setting]) -> list[str]:
+    """A warning per setting that holds a seed more than once (two campaigns of the same
+    config, say one with batched seeds): each such run counts as one more seed."""
+    out = []
+    for s in settings:
+        paths: dict[object, list[str]] = {}
+        for run in s.runs:
+            paths.setdefault(run.value("seed"), []).append(run.path)
+        for seed, where in paths.items():
+            if len(where) > 1:
+                out.append(
+                    f"warning: {s.label} holds seed {seed} {len(where)} times ({', '.join(where)})"
+                    ": each counts as a seed; plot one of them, or tell them apart with --by"
+                )
+    return out
+
+
 def _varying(runs: list[Run]) -> list[str]:
     def differs(key: str) -> bool:
         return not key.startswith(IGNORED) and len({json.dumps(r.value(key)) for r in runs}) > 1
