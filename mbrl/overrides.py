@@ -25,6 +25,7 @@ from mbrl.agents import AGENTS
 from mbrl.config import ConfigError
 from mbrl.models import MODELS
 from mbrl.runtime import distributed
+from mbrl.runtime.utils import hydra_value
 from mbrl.runtime.validate import check_key, schema_for
 
 # conf/'s folders and the groups registered in code (agents, models)
@@ -163,7 +164,7 @@ def resume_folders(argv: list[str]) -> list[str]:
                     "another checkpoint that holds the buffers (ckpt_best.pt), copy it over "
                     "ckpt/last.pt first"
                 )
-            arg = f"resume={run or '.'}"
+            arg = f"resume={hydra_value(run or '.')}"
         out.append(arg)
     return out
 

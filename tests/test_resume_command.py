@@ -58,3 +58,15 @@ def test_a_torchrun_run_is_resumed_under_torchrun(monkeypatch: pytest.MonkeyPatc
     assert argv[:3] == ["torchrun", "--nproc_per_node=2", "scripts/train.py"]
     assert _parsed(argv[3]) == ("resume", FOLDERS[1])
     assert resume_command(FOLDERS[0], world=1).startswith("python scripts/train.py ")
+
+
+def test_resume_given_last_pt_becomes_its_folder_as_hydra_reads_it(tmp_path: Path) -> None:
+    """``resume=<run>/ckpt/last.pt`` is taken as ``resume=<run>`` (mbrl.overrides), quoted
+    for hydra where the folder's name needs it."""
+    from mbrl.overrides import resume_folders
+
+    run = tmp_path / "1_env=pendulum,seed=3"
+    os.makedirs(run / "ckpt")
+    (run / "ckpt" / "last.pt").write_bytes(b"")
+    (arg,) = resume_folders([f"resume={run / 'ckpt' / 'last.pt'}"])
+    assert _parsed(arg) == ("resume", str(run))
