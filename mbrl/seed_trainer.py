@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import os
+import shlex
 import sys
 
 from omegaconf import OmegaConf
@@ -19,6 +20,7 @@ from mbrl.runtime import interrupt
 from mbrl.runtime.checkpoint import load
 from mbrl.runtime.interrupt import StopRequest
 from mbrl.runtime.report import quit_text, resume_command
+from mbrl.runtime.utils import hydra_value
 from mbrl.trainer import Trainer
 
 UNCOMPARED = ("seed", "resume", "total_steps", "max_minutes", "batch_seeds", "batch_dirs")
@@ -151,7 +153,8 @@ class SeedTrainer:
             for t in self.trainers:
                 t.end()
         returns = [lead.finish()]
-        dirs = f" batch_dirs=[{','.join(lead.cfg.batch_dirs)}]" if lead.cfg.batch_dirs else ""
+        listed = ",".join(hydra_value(d) for d in lead.cfg.batch_dirs)
+        dirs = f" {shlex.quote(f'batch_dirs=[{listed}]')}" if lead.cfg.batch_dirs else ""
         lead.progress.write(
             f"  resume all   {resume_command(lead.run_dir)} batch_seeds={len(self.trainers)}{dirs}"
         )

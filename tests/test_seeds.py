@@ -315,7 +315,13 @@ def test_batches_group_each_variants_seeds_that_are_at_one_step(tmp_path: str) -
     assert isinstance(batch, Batch)
     cmd = batch.command([], 1000, 1, None)
     assert f"hydra.run.dir={jobs[0].path}" in cmd and "seed=0" in cmd
-    assert cmd[-2:] == ["batch_seeds=2", f"batch_dirs=['{jobs[2].path}']"]
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    (dirs,) = OverridesParser.create().parse_overrides([cmd[-1]])  # (as train.py reads it)
+    assert cmd[-2] == "batch_seeds=2" and (dirs.key_or_group, dirs.value()) == (
+        "batch_dirs",
+        [jobs[2].path],
+    )
 
 
 def test_parsing_and_stages() -> None:

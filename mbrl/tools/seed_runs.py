@@ -112,7 +112,7 @@ class Batch:
     def command(
         self, base: list[str], target: int, threads: int, minutes: float | None
     ) -> list[str]:
-        dirs = ",".join(f"'{j.path}'" for j in self.jobs[1:])
+        dirs = ",".join(hydra_value(j.path) for j in self.jobs[1:])
         batch = [f"batch_seeds={len(self.jobs)}", f"batch_dirs=[{dirs}]"]
         return [*self.jobs[0].command(base, target, threads, minutes), *batch]
 
