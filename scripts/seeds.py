@@ -88,18 +88,16 @@ def arguments() -> argparse.Namespace:
     p.add_argument("--report", help="folder for the report (default OUT)")
     p.add_argument("--report-every", type=float, default=300.0, help="seconds between reports")
     p.add_argument("--report-only", action="store_true", help="write the report and exit")
-    valued = {
-        s for a in p._actions if a.option_strings and a.nargs is None for s in a.option_strings
-    }
-    return p.parse_intermixed_args(_joined(sys.argv[1:], valued))
+    return p.parse_intermixed_args(_joined(sys.argv[1:]))
 
 
-def _joined(argv: list[str], valued: set[str]) -> list[str]:
+def _joined(argv: list[str]) -> list[str]:
     """``--budget -5m`` as ``--budget=-5m``: argparse would read the value as an option and
-    answer "expected one argument"; joined, the value gets its own check's message."""
+    answer "expected one argument"; joined, the value gets its own check's message (and a
+    flag that takes none, ``--report-only=-5m``, argparse's)."""
     out: list[str] = []
     for token in argv:
-        if out and out[-1] in valued and re.match(r"-\d", token):
+        if out and out[-1].startswith("--") and "=" not in out[-1] and re.match(r"-\d", token):
             out[-1] = f"{out[-1]}={token}"
         else:
             out.append(token)
