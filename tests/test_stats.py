@@ -72,7 +72,7 @@ def test_summary_of_seeds() -> None:
     assert s.interval == bootstrap_interval(values)
     one = summarize([5.0])
     assert (one.n, one.mean, one.std, one.interval) == (1, 5.0, 0.0, None)
-    assert one.text() == "5 ± 0 (n=1)"
+    assert one.text() == "5 (n=1)" and one.text(signed=True) == "+5 (n=1)"  # (no spread to state)
     # two seeds: no interval (their range is all a percentile bootstrap could give)
     two = summarize([0.0, 1.0])
     assert two.interval is None and two.text() == "0 ± 1 (n=2)"

@@ -34,8 +34,10 @@ class Summary:
 
     def text(self, signed: bool = False) -> str:
         """``379 ± 286 [214, 551] (n=10)``; ``signed`` (a difference): ``-119 ± 212 [-250,
-        +12] (n=10)``."""
+        +12] (n=10)``; one seed: ``379 (n=1)``."""
         fmt = "{:+.0f}" if signed else "{:.0f}"
+        if self.n == 1:  # (one seed has no spread to state: its std is undefined)
+            return f"{fmt.format(self.mean)} (n=1)"
         head = f"{fmt.format(self.mean)} ± {self.std:.0f}"
         if self.interval is not None:
             head += " [{}, {}]".format(*(fmt.format(v) for v in self.interval))
