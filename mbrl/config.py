@@ -26,7 +26,7 @@ REWARDER_MODES = ("none", "penalty", "filter")
 COMPILE_MODES = ("auto", "true", "false")
 REAL_DATA = ("episode", "step")
 VECTOR_MODES = ("auto", "sync", "async")
-WANDB_MODES = ("online", "offline", "disabled")
+WANDB_MODES = ("online", "offline", "disabled", "shared")
 
 
 class ConfigError(ValueError):
@@ -187,7 +187,7 @@ class LoggerConfig:
     wandb_group: str | None = None  # e.g. one group per sweep
     wandb_tags: list[str] = field(default_factory=list)  # e.g. [ablation, hopper]
     wandb_name: str | None = None  # None: wandb's own run name
-    wandb_mode: str | None = None  # online | offline | disabled; None: WANDB_MODE or online
+    wandb_mode: str | None = None  # online | offline | disabled | shared; None: WANDB_MODE
 
 
 @dataclass

@@ -160,9 +160,9 @@ def resume_folders(argv: list[str]) -> list[str]:
             if name != "last.pt" or os.path.basename(ckpt) != "ckpt":
                 raise ConfigError(
                     f"resume={value!r} is a file; resume= takes a run folder and continues "
-                    f"from its ckpt/last.pt (here: resume={run or '.'}). To continue from "
-                    "another checkpoint that holds the buffers (ckpt_best.pt), copy it over "
-                    "ckpt/last.pt first"
+                    f"from its ckpt/last.pt (here: resume={hydra_value(run or '.')}). To "
+                    "continue from another checkpoint that holds the buffers (ckpt_best.pt), "
+                    "copy it over ckpt/last.pt first"
                 )
             arg = f"resume={hydra_value(run or '.')}"
         out.append(arg)

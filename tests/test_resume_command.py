@@ -19,6 +19,11 @@ FOLDERS = [
     "runs/sweeps/pendulum/2026-12-07_02-30-00/1_env=pendulum,rollout.max_length=10",
     "/tmp/my runs/it's here",
     '/tmp/a "quoted" name',
+    "/home/józef/runs/été",  # (hydra takes ASCII letters alone unquoted)
+    "null",  # (bare, hydra would read None: a fresh run)
+    "1e3",
+    "ends\\",
+    'a\\"b',
 ]
 
 
@@ -58,6 +63,9 @@ def test_a_torchrun_run_is_resumed_under_torchrun(monkeypatch: pytest.MonkeyPatc
     assert argv[:3] == ["torchrun", "--nproc_per_node=2", "scripts/train.py"]
     assert _parsed(argv[3]) == ("resume", FOLDERS[1])
     assert resume_command(FOLDERS[0], world=1).startswith("python scripts/train.py ")
+    monkeypatch.setenv("WORLD_SIZE", "8")  # (two nodes of four)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
+    assert resume_command(FOLDERS[0]).startswith("torchrun --nnodes=2 --nproc_per_node=4 ")
 
 
 def test_resume_given_last_pt_becomes_its_folder_as_hydra_reads_it(tmp_path: Path) -> None:

@@ -377,10 +377,17 @@ def test_one_rank_says_the_run_will_stop(
     """Under torchrun Ctrl-C reaches every rank: each stops, rank 0 alone says so."""
     from mbrl.runtime.interrupt import StopRequest
 
-    for rank in ("1", "0"):
+    for world, rank, says in (("2", "1", False), ("2", "0", True), ("1", "3", True)):
+        monkeypatch.setenv("WORLD_SIZE", world)  # (RANK alone, from another launcher: says)
         monkeypatch.setenv("RANK", rank)
         stop = StopRequest(lambda: "the current step", None)
         stop.request()
         assert stop.requested
         said = capsys.readouterr().err
-        assert ("Ctrl-C: stopping after the current step" in said) == (rank == "0"), rank
+        assert ("Ctrl-C: stopping after the current step" in said) == says, (world, rank)
+    # Asked on another rank only: this one (rank 0 of a single process here) says why it stops.
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    stop = StopRequest(lambda: "the current step", None)
+    monkeypatch.setattr("mbrl.collectives.any_flag", lambda flag: True)
+    assert stop.agreed() and stop.why == "a stop requested on another process of the run"
+    assert "another process of the run: stopping after" in capsys.readouterr().err

@@ -82,7 +82,8 @@ class ContactCost(gym.Wrapper):
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         cost = self._cost(self.env.unwrapped.data)  # type: ignore[attr-defined]
-        return obs, float(reward) - cost, terminated, truncated, {**info, "reward_contact": -cost}
+        said = {**info, "reward_contact": 0.0 - cost}  # (0.0 - 0.0: no "-0.0" without contact)
+        return obs, float(reward) - cost, terminated, truncated, said
 
 
 def episode_limit(name: str, version: str | None, max_episode_steps: int | None) -> int:

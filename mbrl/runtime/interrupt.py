@@ -178,6 +178,11 @@ def _end_workers() -> None:
         pass
 
 
+def _other_rank() -> bool:
+    """A rank other than the first of a run on several processes (torchrun's variables)."""
+    return int(os.environ.get("WORLD_SIZE", "1")) > 1 and os.environ.get("RANK", "0") != "0"
+
+
 class StopRequest:
     """``with StopRequest(...) as stop: ... if stop.agreed(): ...`` around the loop.
 
@@ -213,11 +218,14 @@ class StopRequest:
 
         if not self.requested and self._deadline is not None and time.monotonic() >= self._deadline:
             self.request(f"max_minutes={self.max_minutes:g} reached")
-        return collectives.any_flag(self.requested)
+        agreed = collectives.any_flag(self.requested)
+        if agreed and not self.requested:  # (another rank's: Ctrl-C or max_minutes there)
+            self.request("a stop requested on another process of the run")
+        return agreed
 
     def request(self, why: str = "Ctrl-C") -> None:
         self.requested, self.why = True, why
-        if os.environ.get("RANK", "0") != "0":  # (torchrun: Ctrl-C reaches every rank; one says it)
+        if _other_rank():  # (torchrun: Ctrl-C reaches every rank; one says it)
             return
         print(
             f"\n{why}: stopping after {self.waiting_for()}, then writing ckpt/last.pt, from "

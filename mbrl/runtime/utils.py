@@ -11,11 +11,22 @@ import torch
 
 def hydra_value(text: str) -> str:
     """``text`` as the value of a hydra override that reads back as ``text``: as it is when
-    plain, else double-quoted (a multirun job's folder, ``1_env=pendulum,seed=3``, holds ``=``
-    and ``,``, which hydra would parse as a sweep or a syntax error)."""
-    if re.fullmatch(r"[\w./+-]+", text):
-        return text
-    return '"' + text.replace('"', '\\"') + '"'
+    hydra reads it so (plain ASCII, not a number or ``null``), else double-quoted (a multirun
+    job's folder, ``1_env=pendulum,seed=3``, holds ``=`` and ``,``, which hydra would parse as
+    a sweep or a syntax error)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    if re.fullmatch(r"[A-Za-z0-9_./+-]+", text):
+        try:
+            (o,) = OverridesParser.create().parse_overrides([f"key={text}"])
+            if o.value() == text:
+                return text
+        except Exception:  # (hydra's parse errors: quote it)
+            pass
+    # In hydra's quoted strings a backslash escapes only a quote or the backslashes before
+    # one (or before the closing quote): double those, then escape the quotes.
+    escaped = re.sub(r'\\+(?="|$)', lambda m: m.group(0) * 2, text).replace('"', '\\"')
+    return f'"{escaped}"'
 
 
 def resolve_device(name: str) -> torch.device:
