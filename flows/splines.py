@@ -75,6 +75,8 @@ def _bin_of(
     # The bin holding v: the number of knots <= v, minus one (searchsorted over the last dim,
     # faster than summing a comparison; docs/benchmarks.md).
     idx = torch.searchsorted(knots, v[..., None].contiguous(), right=True) - 1
+    # (NaN knots or values sort past the last knot: kept in range, they give NaN, not a crash)
+    idx = idx.clamp(0, knots.shape[-1] - 2)
 
     def at(t: Tensor) -> Tensor:
         return t.gather(-1, idx)[..., 0]
@@ -141,9 +143,14 @@ def rq_spline(
     if inverse:
         out, logdet = rq_inverse(xc, w, h, d, bound)
     elif use_nflows:
-        out, logdet = rational_quadratic_spline(
-            xc, w, h, d, left=-bound, right=bound, bottom=-bound, top=bound
-        )
+        try:
+            out, logdet = rational_quadratic_spline(
+                xc, w, h, d, left=-bound, right=bound, bottom=-bound, top=bound
+            )
+        except (RuntimeError, IndexError):  # nflows indexes out of range on non-finite
+            # values (a diverging fit): the same spline here gives NaN rows instead, for the
+            # fit's own checks to act on (a test at every call would cost every fit time)
+            out, logdet = rq_forward(xc, w, h, d, bound)
     else:
         out, logdet = rq_forward(xc, w, h, d, bound)
     return torch.where(inside, out, x), torch.where(inside, logdet, torch.zeros_like(logdet))

@@ -31,7 +31,7 @@ from mbrl.runtime import distributed, interrupt, runlock
 from mbrl.runtime.capacity import check_disk, check_memory
 from mbrl.runtime.checkpoint import CheckpointError, check_layout, load
 from mbrl.runtime.inert_settings import given_warnings, inert_sweeps, swept_values
-from mbrl.runtime.report import quit_text, resume_command
+from mbrl.runtime.report import disk_full_text, quit_text, resume_command
 from mbrl.runtime.utils import resolve_device
 from mbrl.runtime.validate import validate
 
@@ -191,6 +191,8 @@ def check_before_start(config: DictConfig, lock: bool = True) -> Config:
     env.close()
     check_memory(cfg, *dims, resolve_device(cfg.device))
     folder = _literal_run_dir(config, cfg)
+    if cfg.resume is None and folder is not None:
+        _refuse_a_run_folder(folder)
     written = cfg
     if cfg.profile.enabled:  # (a window writes a window's checkpoints)
         from mbrl.tools.profiling import window_config
@@ -206,6 +208,16 @@ def check_before_start(config: DictConfig, lock: bool = True) -> Config:
         for held in folders:  # this run's folder (and a batch's others)
             runlock.acquire(held)  # held until the process ends (the trainer reuses it)
     return cfg
+
+
+def _refuse_a_run_folder(folder: str) -> None:
+    """A new run may not write into a folder that holds another run's checkpoint: its
+    config, metrics and checkpoints would be overwritten or mixed with the new run's."""
+    if os.path.isfile(os.path.join(folder, "ckpt", "last.pt")):
+        raise ConfigError(
+            f"hydra.run.dir={folder!r} holds a run (ckpt/last.pt): "
+            f"{resume_command(folder)} continues it; a new run needs a folder of its own"
+        )
 
 
 class ValidateCallback(Callback):
@@ -261,6 +273,10 @@ def run(cfg: DictConfig) -> float:
         result = out[0] if isinstance(out, list) else out  # (batched: the first seed's)
     except CheckpointError as err:  # e.g. the disk ran full: last.pt holds the last good state
         fail(err, code=1)
+    except OSError as err:  # the disk ran full while a log was written (else raised as it is)
+        if (text := disk_full_text(err, run_dir)) is None:
+            raise
+        fail(OSError(text), code=1)
     finally:
         distributed.stop()
     if trainer.stopped == "Ctrl-C":

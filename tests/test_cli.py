@@ -176,6 +176,17 @@ def test_train_then_resume_from_the_command_line(train_cmd: list[str], tmp_path:
     assert "total_steps: 450" in text and "name: pendulum" in text
     assert os.path.isfile(os.path.join(run_dir, ".hydra", "overrides.yaml"))  # the original's
 
+    # A new run into a folder that holds one is refused, the folder left as it was.
+    before = {
+        p: os.path.getmtime(p) for p in glob.glob(os.path.join(run_dir, "**"), recursive=True)
+    }
+    proc = _run([*train_cmd, *TINY, f"hydra.run.dir={run_dir}", "seed=1"], cwd=str(tmp_path))
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr[-2000:]
+    assert "holds a run (ckpt/last.pt): python " in lines[0]
+    assert f"resume={run_dir} continues it; a new run needs a folder of its own" in lines[0]
+    assert {p: os.path.getmtime(p) for p in before} == before
+
     # A resume with nothing left to do is refused at once: one line, the command that extends it.
     for more in ([], ["total_steps=400"], ["total_steps=450"]):
         proc = _run([*train_cmd, f"resume={run_dir}", *more], cwd=str(tmp_path))
@@ -206,6 +217,9 @@ def test_train_then_resume_from_the_command_line(train_cmd: list[str], tmp_path:
     assert proc.returncode != 0 and "corrupt" in proc.stderr, proc.stderr[-2000:]
     after = {p: os.path.getmtime(p) for p in before}
     assert before == after
+    open(last, "wb").close()  # (an empty file: a write cut short)
+    proc = _run([*train_cmd, f"resume={run_dir}", "total_steps=600"], cwd=str(tmp_path))
+    assert proc.returncode == 2 and "is empty (0 bytes)" in proc.stderr, proc.stderr[-2000:]
 
 
 def test_help_lists_the_groups_a_user_picks(train_cmd: list[str], tmp_path: str) -> None:

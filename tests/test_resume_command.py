@@ -78,3 +78,16 @@ def test_resume_given_last_pt_becomes_its_folder_as_hydra_reads_it(tmp_path: Pat
     (run / "ckpt" / "last.pt").write_bytes(b"")
     (arg,) = resume_folders([f"resume={run / 'ckpt' / 'last.pt'}"])
     assert _parsed(arg) == ("resume", str(run))
+
+
+def test_a_full_disk_met_by_a_log_write_is_one_line_with_the_resume_command() -> None:
+    import errno
+
+    from mbrl.runtime.report import disk_full_text
+
+    full = OSError(errno.ENOSPC, "No space left on device", "/runs/x/log/model/model.log")
+    text = disk_full_text(full, FOLDERS[1])
+    assert text is not None and "\n" not in text
+    assert text.startswith("the disk ran full writing /runs/x/log/model/model.log: ckpt/last.pt")
+    assert _parsed(shlex.split(text.rsplit("then ", 1)[1])[2]) == ("resume", FOLDERS[1])
+    assert disk_full_text(OSError(errno.EACCES, "Permission denied"), FOLDERS[1]) is None

@@ -75,3 +75,21 @@ def test_extreme_inputs_stay_finite_in_float32() -> None:
     x, ld = rq_spline(y, p, BOUND, inverse=True)
     assert torch.isfinite(x).all() and torch.isfinite(ld).all()
     assert (x.abs() <= BOUND + 1e-4).all()
+
+
+@pytest.mark.parametrize("use_nflows", [True, False])
+@pytest.mark.parametrize("inverse", [False, True])
+def test_non_finite_values_give_nan_rows_not_an_error(use_nflows: bool, inverse: bool) -> None:
+    """A diverging fit (model.lr=10) feeds the spline NaN or inf parameters: those rows come
+    out NaN, for the fit's non-finite checks to skip the step or restart the model, and the
+    others as they would be (nflows itself indexes out of range on them)."""
+    torch.manual_seed(0)
+    x, params = torch.randn(6, 3), torch.randn(6, 3, 23)
+    want = rq_spline(x, params, 3.0, inverse=inverse, use_nflows=use_nflows)
+    params[0, 0, 0], params[1, 1, :], x[2, 2] = float("nan"), float("inf"), float("nan")
+    out, logdet = rq_spline(x, params, 3.0, inverse=inverse, use_nflows=use_nflows)
+    bad = torch.zeros(6, 3, dtype=torch.bool)
+    bad[0, 0] = bad[1, 1] = bad[2, 2] = True
+    assert bool(out[bad].isnan().all()) and bool(out[~bad].isfinite().all())
+    torch.testing.assert_close(out[~bad], want[0][~bad])
+    torch.testing.assert_close(logdet[~bad], want[1][~bad])

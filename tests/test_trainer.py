@@ -304,6 +304,30 @@ def test_a_run_whose_checkpoints_cannot_fit_on_the_disk_is_refused(tmp_path: str
     assert os.listdir(tmp_path) == []
 
 
+def test_a_resumed_runs_checkpoints_so_far_count_as_room(
+    tmp_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run stopped by a full disk resumes once the space is back: the checkpoints it holds
+    are part of its total, already on the disk (they are overwritten, not added to)."""
+    import collections
+
+    from mbrl.config import ConfigError
+    from mbrl.runtime import capacity
+
+    cfg = tiny_config("pendulum", total_steps=1000)
+    total = capacity.checkpoint_sizes(cfg, 3, 1).total
+    run = os.path.join(tmp_path, "run")
+    os.makedirs(os.path.join(run, "ckpt"))
+    with open(os.path.join(run, "ckpt", "last.pt"), "wb") as f:
+        f.truncate(total // 2)  # (its size is what counts)
+    usage = collections.namedtuple("usage", "total used free")
+    monkeypatch.setattr(capacity.shutil, "disk_usage", lambda _: usage(0, 0, total - total // 2))
+    capacity.check_disk(cfg, 3, 1, run)  # fits, counting what the run holds
+    os.remove(os.path.join(run, "ckpt", "last.pt"))
+    with pytest.raises(ConfigError, match="checkpoints would take"):
+        capacity.check_disk(cfg, 3, 1, run)
+
+
 @pytest.mark.parametrize("env", sorted(ENVS))
 def test_every_env_trains(env: str, tmp_path: str) -> None:
     run = os.path.join(tmp_path, env)

@@ -190,12 +190,18 @@ def check_disk(cfg: Config, obs_dim: int, act_dim: int, run_dir: str) -> Checkpo
     while not os.path.exists(where):
         where = os.path.dirname(where)
     free = shutil.disk_usage(where).free
+    # A resumed run's checkpoints so far are part of its total, already on the disk.
+    ckpt = os.path.join(os.path.abspath(run_dir), "ckpt")
+    held = (
+        sum(e.stat().st_size for e in os.scandir(ckpt) if e.is_file()) if os.path.isdir(ckpt) else 0
+    )
     seeds = cfg.batch_seeds  # (batched seeds: each writes its own checkpoints)
-    if seeds * sizes.total <= free:
+    if seeds * sizes.total <= free + held:
         return sizes
     hint = "checkpoint.snapshots=false" if sizes.snapshots else "a disk with more room"
     each = f" for each of batch_seeds={seeds} seeds" if seeds > 1 else ""
+    there = f" (and its checkpoints so far {megabytes(held)})" if held else ""
     raise ConfigError(
         f"the run's checkpoints would take {sizes.text()}{each}, but {where} has "
-        f"{megabytes(free)} free: free some space, or use {hint}"
+        f"{megabytes(free)} free{there}: free some space, or use {hint}"
     )

@@ -86,6 +86,8 @@ def load(path: str, env_name: str | None = None, mmap: bool = False) -> dict[str
     """
     if not os.path.isfile(path):
         raise CheckpointError(f"checkpoint {path!r} does not exist")
+    if os.path.getsize(path) == 0:  # (torch's own message speaks of its zip format)
+        raise CheckpointError(f"checkpoint {path!r} is empty (0 bytes): a write cut short")
     try:
         # weights_only=False: the file holds RNG states and env physics, not just tensors.
         # Only load checkpoints you wrote yourself.

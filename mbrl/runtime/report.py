@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import shlex
 import sys
@@ -126,6 +127,18 @@ def resume_command(run_dir: str, world: int | None = None) -> str:
     if world > 1 and world != local:
         launcher = f"torchrun --nnodes={world // local} --nproc_per_node={local}"
     return f"{launcher} {shlex.quote(script)} {shlex.quote('resume=' + hydra_value(run_dir))}"
+
+
+def disk_full_text(err: OSError, run_dir: str) -> str | None:
+    """The one line for a run the full disk stopped while it wrote a log (a checkpoint's own
+    write failure says more: mbrl.runtime.checkpoint); None for any other OSError."""
+    if err.errno != errno.ENOSPC:
+        return None
+    what = f" writing {err.filename}" if err.filename else ""
+    return (
+        f"the disk ran full{what}: ckpt/last.pt holds the run's last checkpoint; free some disk "
+        f"space, then {resume_command(run_dir)}"
+    )
 
 
 def quit_text(moment: str, run_dir: str, ckpt: CheckpointManager | None, profile: bool) -> str:
