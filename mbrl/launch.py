@@ -191,8 +191,6 @@ def check_before_start(config: DictConfig, lock: bool = True) -> Config:
     env.close()
     check_memory(cfg, *dims, resolve_device(cfg.device))
     folder = _literal_run_dir(config, cfg)
-    if cfg.resume is None and folder is not None:
-        _refuse_a_run_folder(folder)
     written = cfg
     if cfg.profile.enabled:  # (a window writes a window's checkpoints)
         from mbrl.tools.profiling import window_config
@@ -207,6 +205,8 @@ def check_before_start(config: DictConfig, lock: bool = True) -> Config:
     if lock and distributed.is_main():
         for held in folders:  # this run's folder (and a batch's others)
             runlock.acquire(held)  # held until the process ends (the trainer reuses it)
+    if cfg.resume is None and folder is not None:  # (after the lock: a live run says so)
+        _refuse_a_run_folder(folder)
     return cfg
 
 
