@@ -176,16 +176,17 @@ def test_train_then_resume_from_the_command_line(train_cmd: list[str], tmp_path:
     assert "total_steps: 450" in text and "name: pendulum" in text
     assert os.path.isfile(os.path.join(run_dir, ".hydra", "overrides.yaml"))  # the original's
 
-    # A new run into a folder that holds one is refused, the folder left as it was.
-    before = {
-        p: os.path.getmtime(p) for p in glob.glob(os.path.join(run_dir, "**"), recursive=True)
-    }
+    # A new run into a folder that holds one is refused, every file left as it was (the folder
+    # itself held the run's .lock meanwhile).
+    files = [p for p in glob.glob(os.path.join(run_dir, "**"), recursive=True) if os.path.isfile(p)]
+    before = {p: os.path.getmtime(p) for p in files}
     proc = _run([*train_cmd, *TINY, f"hydra.run.dir={run_dir}", "seed=1"], cwd=str(tmp_path))
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr[-2000:]
     assert "holds a run (ckpt/last.pt): python " in lines[0]
     assert f"resume={run_dir} continues it; a new run needs a folder of its own" in lines[0]
     assert {p: os.path.getmtime(p) for p in before} == before
+    assert not os.path.exists(os.path.join(run_dir, ".lock"))  # (let go of as it ended)
 
     # A resume with nothing left to do is refused at once: one line, the command that extends it.
     for more in ([], ["total_steps=400"], ["total_steps=450"]):
