@@ -32,7 +32,7 @@ from mbrl.runtime.utils import write_atomic
 from mbrl.tools.mps import MODES, Mps, wanted
 from mbrl.tools.mps import start as start_mps
 from mbrl.tools.published import reference_for
-from mbrl.tools.seed_report import CAMPAIGN, load_settings, write_report
+from mbrl.tools.seed_report import CAMPAIGN, load_settings, plural, write_report
 from mbrl.tools.seed_runs import (
     ROOT,
     Job,
@@ -315,8 +315,8 @@ def _start(
     args: argparse.Namespace, head: str, procs_needed: int, steps: int, procs: int, on: str
 ) -> str:
     """The start line: the runs, their processes (batched seeds), where and the budget."""
-    n = f"{procs_needed} process{'es' if procs_needed != 1 else ''}"
-    per = f" ({n}, up to {args.batch} seeds each)" if args.batch > 1 else ""
+    per = f" ({plural(procs_needed, 'process')}, up to {args.batch} seeds each)"
+    per = per if args.batch > 1 else ""
     budget = f", budget {args.budget}" if args.budget else ""
     return f"{head}{per} to {steps:,} env steps, {procs} at a time on {on}{budget}"
 

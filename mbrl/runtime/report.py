@@ -123,9 +123,8 @@ def resume_command(run_dir: str, world: int | None = None) -> str:
         script = os.path.relpath(path) if not os.path.relpath(path).startswith("..") else path
     world = distributed.world_size() if world is None else world
     local = int(os.environ.get("LOCAL_WORLD_SIZE", world)) or world  # (per node: torchrun's)
-    launcher = "python" if world == 1 else f"torchrun --nproc_per_node={local}"
-    if world > 1 and world != local:
-        launcher = f"torchrun --nnodes={world // local} --nproc_per_node={local}"
+    nodes = f"--nnodes={world // local} " if world != local else ""
+    launcher = "python" if world == 1 else f"torchrun {nodes}--nproc_per_node={local}"
     return f"{launcher} {shlex.quote(script)} {shlex.quote('resume=' + hydra_value(run_dir))}"
 
 

@@ -105,7 +105,7 @@ def _json(settings: list[Setting]) -> dict[str, object]:
     return {"variants": data, "paired": pairs}
 
 
-def _plural(n: int, word: str) -> str:
+def plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "es" if word.endswith("s") else "s")
 
 
@@ -127,8 +127,8 @@ def throughput(invocations: list[dict[str, Any]]) -> list[str]:
         batch = inv.get("batch", 1)
         seeds = f" ({batch} seeds each, batched)" if batch > 1 else ""
         lines.append(
-            f"invocation {i}: {_plural(inv['procs'], 'process')}{seeds} on "
-            f"{inv['device']}, {_plural(runs, 'run')}, {total:,} env steps in {wall:,.0f} s: "
+            f"invocation {i}: {plural(inv['procs'], 'process')}{seeds} on "
+            f"{inv['device']}, {plural(runs, 'run')}, {total:,} env steps in {wall:,.0f} s: "
             f"{total / max(wall, 1e-9):,.1f} env steps/s together, "
             f"{each:,.1f} per run (median)"
         )
