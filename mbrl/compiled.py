@@ -83,6 +83,19 @@ def fall_back(what: str, err: Exception, instead: str) -> None:
     log.warning("%s failed (%s); %s", what, why, instead)
 
 
+class _NoCudaRuntimeNote(logging.Filter):
+    """Drops torch's "No CUDA runtime is found, using CUDA_HOME=..." warning. Inductor's CPU
+    backend loads ``torch.utils.cpp_extension``, which warns this on any machine with a CUDA
+    toolkit (an ``nvcc`` on the PATH) but no GPU: a CPU run does not use CUDA, so it is noise
+    in the middle of the run's start block."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("No CUDA runtime is found")
+
+
+logging.getLogger("torch.utils.cpp_extension").addFilter(_NoCudaRuntimeNote())
+
+
 def inductor_options() -> dict[str, Any]:
     """Inductor settings for the installed torch: before torch 2.13, no horizontal fusion of
     CPU kernels. torch 2.11's C++ backend fuses the backward of the flow's fit step (four

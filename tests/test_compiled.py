@@ -10,6 +10,8 @@ import contextlib
 import copy
 import math
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -339,3 +341,20 @@ def test_an_error_of_the_function_itself_is_raised_not_hidden() -> None:
     compiled = Compiled(broken, "a broken loss")
     with pytest.raises(RuntimeError, match="cannot be multiplied"):
         compiled.warm_up(lambda: compiled(torch.ones(4, 2)))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the note is torch's for GPU-less machines")
+@pytest.mark.parametrize("quieted", [False, True])
+def test_no_cuda_runtime_note_is_kept_out_of_a_cpu_runs_output(
+    quieted: bool, tmp_path: str
+) -> None:
+    """A CUDA toolkit without a GPU (CUDA_HOME set, as an ``nvcc`` on the PATH sets it) makes
+    ``torch.utils.cpp_extension``, which inductor's CPU backend loads, warn "No CUDA runtime is
+    found". Importing mbrl.compiled drops that one note; without it the note shows (so the
+    check can fail)."""
+    first = "import mbrl.compiled; " if quieted else ""
+    code = first + "import torch.utils.cpp_extension as c; c._find_cuda_home()"
+    env = {**os.environ, "CUDA_HOME": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert ("No CUDA runtime is found" in done.stderr) is not quieted, done.stderr
