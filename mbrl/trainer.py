@@ -3,6 +3,7 @@ run needs: logs, evaluations, checkpoints, resume, the time left and the texts i
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Callable
@@ -59,6 +60,7 @@ class Trainer:
         self.best_return, self.best_step = -float("inf"), 0
         self.last_eval: dict[str, float] = {}
         self._learner_metrics: dict[str, Tensor] = {}
+        self.skips = report.SkippedUpdates()  # SAC updates skipped (non-finite loss)
         self.timer = PhaseTimer(self.device)
         self.step_hook: Callable[[], None] | None = None  # called after every env step
         self.narrates = True  # prints the time left (a batch's other seeds do not)
@@ -234,7 +236,10 @@ class Trainer:
         if self.device.type == "cuda":  # (what several runs on one GPU each hold at most)
             metrics["process/gpu_peak_mb"] = torch.cuda.max_memory_reserved(self.device) / 2**20
         metrics.update(self.algo.ran())  # what ran: compiled or eager, graphed or not, why
-        self.logger.log(self.env_steps, metrics)
+        values = self.logger.log(self.env_steps, metrics)
+        warning = self.skips.seen(self.env_steps, values)
+        if warning:
+            logging.getLogger(__name__).warning(warning)
 
 
 def _evaluator(cfg: Config, device: torch.device) -> Evaluator:

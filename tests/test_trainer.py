@@ -14,6 +14,7 @@ from mbrl.agents import build_agent
 from mbrl.config import Config
 from mbrl.envs import ENVS
 from mbrl.runtime.checkpoint import CheckpointError, load
+from mbrl.runtime.report import SkippedUpdates
 from mbrl.runtime.validate import schema_for, validate
 from mbrl.trainer import Trainer
 
@@ -415,3 +416,45 @@ def test_one_rank_says_the_run_will_stop(
     monkeypatch.setattr("mbrl.collectives.any_flag", lambda flag: True)
     assert stop.agreed() and stop.why == "a stop requested on another process of the run"
     assert "another process of the run: stopping after" in capsys.readouterr().err
+
+
+def test_skipped_updates_are_warned_of_once_and_a_whole_interval_of_them_once_more() -> None:
+    """The counts each warning names are the differences of the logged totals; the summary
+    line is the totals."""
+    skips = SkippedUpdates()
+    assert skips.seen(100, {}) == ""  # (no update yet: no learner metrics)
+    first = skips.seen(200, {"learner/updates": 100, "learner/nonfinite_steps": 3})
+    assert first.startswith("SAC skipped 3 of 100 updates between steps 100 and 200")
+    assert skips.seen(300, {"learner/updates": 200, "learner/nonfinite_steps": 9}) == ""
+    every = skips.seen(400, {"learner/updates": 300, "learner/nonfinite_steps": 109})
+    assert every.startswith("SAC skipped all 100 of its updates between steps 300 and 400")
+    assert skips.seen(500, {"learner/updates": 400, "learner/nonfinite_steps": 209}) == ""
+    assert skips.line() == "209 of 400 SAC updates (a non-finite loss each)"
+    assert SkippedUpdates().line() == ""
+
+
+def test_a_diverged_sac_is_named_in_train_log_and_the_summary(
+    tmp_path: str, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """NaN in the critic's weights at step 250: every later update has a non-finite loss and
+    is skipped. The run warns of the first skips (steps 251-300 of the interval to 300) and,
+    once more, of the first interval with no update left (for train.log), and counts them in
+    its summary."""
+    run = os.path.join(tmp_path, "run")
+    trainer = Trainer(tiny_config(), run)
+
+    def poison() -> None:
+        if trainer.env_steps == 250:
+            with torch.no_grad():
+                next(iter(trainer.algo.agent.critic.parameters())).fill_(float("nan"))
+
+    trainer.step_hook = poison
+    with caplog.at_level("WARNING", logger="mbrl.trainer"):
+        trainer.run()
+    warned = [r.getMessage() for r in caplog.records if r.name == "mbrl.trainer"]
+    assert len(warned) == 2, warned
+    assert warned[0].startswith("SAC skipped 50 of 100 updates between steps 200 and 300")
+    assert warned[1].startswith("SAC skipped all 100 of its updates between steps 300 and 400")
+    rows = [r for r in _rows(run) if "learner/nonfinite_steps" in r]
+    assert rows[-1]["learner/nonfinite_steps"] == 150  # steps 251-400, one update each
+    assert "skipped      150 of 300 SAC updates (a non-finite loss each)" in capsys.readouterr().err

@@ -38,6 +38,7 @@ class Run(Protocol):
     compiled: dict[str, Compiled]  # what was compiled: warm-up time, failure
     algo: MBPO
     ckpt_sizes: CheckpointSizes
+    skips: SkippedUpdates  # SAC's updates skipped for a non-finite loss
     resumed_at: int | None
     timer: PhaseTimer
     last_eval: dict[str, float]
@@ -161,6 +162,49 @@ def quit_text(moment: str, run_dir: str, ckpt: CheckpointManager | None, profile
     )
 
 
+class SkippedUpdates:
+    """Watches SAC's skipped updates (a non-finite loss: ``learner/nonfinite_steps``) at each
+    log line. The first skip is warned of once; a whole log interval of skips once more, as
+    then SAC's weights no longer give a finite loss and no longer change: the run goes on
+    without learning. ``line`` is the summary's count (empty while none was skipped)."""
+
+    def __init__(self) -> None:
+        self.skipped = self.updates = 0  # totals at the last log line
+        self.since = 0  # that line's step
+        self.warned: set[str] = set()
+
+    def seen(self, step: int, values: dict[str, float | int]) -> str:
+        """The warning due at this log line (``values``: the logged numbers), or ""."""
+        if "learner/nonfinite_steps" not in values or "learner/updates" not in values:
+            self.since = step  # (no update yet)
+            return ""
+        skipped, updates = int(values["learner/nonfinite_steps"]), int(values["learner/updates"])
+        new, done = skipped - self.skipped, updates - self.updates
+        text = ""
+        if new and new == done and "all" not in self.warned:
+            self.warned.update(("all", "first"))
+            text = (
+                f"SAC skipped all {done:,} of its updates between steps {self.since} and {step} "
+                "(a non-finite loss each time): its weights no longer give a finite loss, so "
+                "they no longer change and the run goes on without learning; lower "
+                "agent.actor_lr / agent.critic_lr, or check an edited loss"
+            )
+        elif new and "first" not in self.warned:
+            self.warned.add("first")
+            text = (
+                f"SAC skipped {new:,} of {done:,} updates between steps {self.since} and {step}: "
+                "each had a non-finite loss (NaN or inf in its batch or its weights); the count "
+                "goes on in learner/nonfinite_steps"
+            )
+        self.skipped, self.updates, self.since = skipped, updates, step
+        return text
+
+    def line(self) -> str:
+        if not self.skipped:
+            return ""
+        return f"{self.skipped:,} of {self.updates:,} SAC updates (a non-finite loss each)"
+
+
 def summary_text(t: Run, outcome: str) -> str:
     """``outcome``: finished, or what stopped the run (``Ctrl-C``, ``max_minutes=8 reached``)."""
     cfg, wall = t.cfg, t.timer.wall()
@@ -192,11 +236,13 @@ def summary_text(t: Run, outcome: str) -> str:
         "time": ", ".join(phases),
         "1000 steps": per_thousand_steps(t),
         "ran": "; ".join(f"{RAN_NAMES[k]} {v}" for k, v in t.algo.ran().items()),
+        "skipped": t.skips.line(),
         "checkpoints": f"{ckpt_dir}: {', '.join(files)}",
         "resume": resume,
     }
-    if not lines["1000 steps"]:
-        del lines["1000 steps"]
+    for key in ("1000 steps", "skipped"):
+        if not lines[key]:
+            del lines[key]
     if cfg.profile.enabled:  # a window of a run, not one to go on with
         del lines["resume"]
     return f"{head}\n{start_block(lines)}"
