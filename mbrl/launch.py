@@ -17,7 +17,9 @@ from collections.abc import Callable
 from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from mbrl import collectives, plugins
@@ -241,6 +243,30 @@ class ValidateCallback(Callback):
             print(line, file=sys.stderr, flush=True)
 
 
+def parallel_job_label(run_dir: str) -> str:
+    """A job of a multirun whose launcher runs jobs side by side (joblib, submitit): ``job 3
+    (seed=3)``, its number and swept values, which its progress lines start with (their bars
+    would share one terminal line); "" for a single run or hydra's own launcher."""
+    hydra = HydraConfig.get()
+    target = str(hydra.launcher.get("_target_", ""))
+    if hydra.mode != RunMode.MULTIRUN or target.endswith(".BasicLauncher"):
+        return ""
+    swept = _swept_keys(os.path.dirname(os.path.normpath(run_dir)))
+    mine = [o for o in hydra.overrides.task if override_key(o) in swept]
+    return f"job {hydra.job.num}" + (f" ({', '.join(mine)})" if mine else "")
+
+
+def _swept_keys(sweep_dir: str) -> set[str]:
+    """The keys a multirun sweeps, from the ``multirun.yaml`` hydra saved in its sweep folder
+    (none if it cannot be read)."""
+    try:
+        saved = OmegaConf.load(os.path.join(sweep_dir, "multirun.yaml"))
+        parsed = OverridesParser.create().parse_overrides(list(saved.hydra.overrides.task))
+    except Exception:  # (a label without the values is still a label)
+        return set()
+    return {o.key_or_group for o in parsed if o.is_sweep_override()}
+
+
 def run(cfg: DictConfig) -> float:
     """The task function: train in hydra's run folder; returns the final eval return."""
     from mbrl.seed_trainer import SeedTrainer  # heavy imports only once the config is good
@@ -266,6 +292,8 @@ def run(cfg: DictConfig) -> float:
         # batch_seeds > 1: S seeds in this process, their SAC updates batched
         batched = config.batch_seeds > 1
         trainer = SeedTrainer(config, run_dir) if batched else Trainer(config, run_dir)
+        lead = trainer.trainers[0] if isinstance(trainer, SeedTrainer) else trainer
+        lead.line_label = parallel_job_label(run_dir)
     except (ConfigError, CheckpointError, runlock.RunFolderBusy) as err:
         fail(err)
     try:

@@ -64,6 +64,7 @@ class Trainer:
         self.timer = PhaseTimer(self.device)
         self.step_hook: Callable[[], None] | None = None  # called after every env step
         self.narrates = True  # prints the time left (a batch's other seeds do not)
+        self.line_label = ""  # a parallel sweep's job: no bar, a line per evaluation
         # The phases' seconds since the last log line (a batch's other seeds: the first's)
         self.interval: Callable[[], dict[str, float]] = self.timer.metrics
         self.stopped = ""  # what ended run() early: "Ctrl-C", "max_minutes=... reached"
@@ -118,8 +119,10 @@ class Trainer:
         cfg = self.cfg
         if self.main and shown:
             print(report.start_text(self) + note, file=sys.stderr, flush=True)
+        label = self.line_label if shown and cfg.logger.progress and self.main else ""
         shown = shown and cfg.logger.progress and self.main
-        self.progress = Progress(cfg.total_steps, self.env_steps, shown, cfg.algorithm.init_steps)
+        steps = (cfg.total_steps, self.env_steps)
+        self.progress = Progress(*steps, shown, cfg.algorithm.init_steps, label)
         if self.last_eval:  # (a resume: the checkpoint's last evaluation, until the next)
             self.progress.eval_return(self.last_eval["eval/return_mean"])
 

@@ -30,12 +30,13 @@ SWEEP = [
 ]
 
 
-def _multirun(train_cmd: list[str], tmp_path: str, launcher: list[str]) -> tuple[str, str]:
+def _multirun(
+    train_cmd: list[str], tmp_path: str, launcher: list[str], sweep_args: list[str] = SWEEP
+) -> tuple[str, str]:
     """The sweep folder, and what the command printed on stderr."""
     sweep = os.path.join(tmp_path, "sweep")
-    proc = _run(
-        [*train_cmd, "-m", *launcher, *SWEEP, f"hydra.sweep.dir={sweep}"], cwd=str(tmp_path)
-    )
+    args = [*train_cmd, "-m", *launcher, *sweep_args, f"hydra.sweep.dir={sweep}"]
+    proc = _run(args, cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert not os.path.exists(os.path.join(tmp_path, "runs"))  # all under the sweep folder
     return sweep, proc.stderr
@@ -68,6 +69,22 @@ def test_joblib_sweep_runs_each_job_in_its_own_process(train_cmd: list[str], tmp
     )
     pids = _check_jobs(sweep, printed)
     assert pids[0] != pids[1]  # two loky workers, not one process running both jobs
+
+
+def test_joblib_jobs_print_a_line_per_evaluation_in_place_of_a_shared_bar(
+    train_cmd: list[str], tmp_path: str
+) -> None:
+    """Side by side, each job's bar would redraw the same terminal line: with the bar on,
+    a parallel job prints a line per evaluation, named by its number and swept value."""
+    pytest.importorskip("hydra_plugins.hydra_joblib_launcher")
+    args = [a for a in SWEEP if a != "logger.progress=false"] + ["eval.every=150"]
+    _, printed = _multirun(train_cmd, tmp_path, ["hydra/launcher=joblib"], args)
+    for seed in (0, 1):
+        job = f"job {seed} (seed={seed}): step "
+        lines = [line for line in printed.splitlines() if line.startswith(job)]
+        assert [line[len(job) :].split(",")[0] for line in lines] == ["150/300", "300/300"]
+        assert "left" not in lines[1], lines  # (none at the last step)
+    assert "explore:" not in printed and "train:" not in printed  # no bar drawn
 
 
 def test_submitit_local_sweep_runs_each_job_in_its_own_process(

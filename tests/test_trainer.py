@@ -14,6 +14,7 @@ from mbrl.agents import build_agent
 from mbrl.config import Config
 from mbrl.envs import ENVS
 from mbrl.runtime.checkpoint import CheckpointError, load
+from mbrl.runtime.progress import Progress
 from mbrl.runtime.report import SkippedUpdates
 from mbrl.runtime.validate import schema_for, validate
 from mbrl.trainer import Trainer
@@ -458,3 +459,22 @@ def test_a_diverged_sac_is_named_in_train_log_and_the_summary(
     rows = [r for r in _rows(run) if "learner/nonfinite_steps" in r]
     assert rows[-1]["learner/nonfinite_steps"] == 150  # steps 251-400, one update each
     assert "skipped      150 of 300 SAC updates (a non-finite loss each)" in capsys.readouterr().err
+
+
+def test_a_labelled_progress_prints_a_line_per_evaluation_and_no_bar(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A parallel sweep's job: the label, the step, the return and the time left (none at the
+    last step, where the estimate has nothing left to say)."""
+    progress = Progress(400, 0, True, 100, label="job 1 (seed=1)")
+    assert not progress.enabled
+    progress.step(200)
+    progress.eta(65.0)
+    progress.eval_return(-123.45)
+    progress.step(400)
+    progress.eval_return(-99.0)
+    progress.close()
+    assert capsys.readouterr().err.splitlines() == [
+        "job 1 (seed=1): step 200/400, eval return -123.5, about 1 min 05 s left",
+        "job 1 (seed=1): step 400/400, eval return -99.0",
+    ]

@@ -33,9 +33,15 @@ def megabytes(nbytes: float) -> str:
 
 
 class Progress:
-    """The progress bar of one run (disabled: the text blocks still print, the bar does not)."""
+    """The progress bar of one run (disabled: the text blocks still print, the bar does not).
+    With a ``label`` (a job of a parallel sweep, whose bars would all draw on one terminal
+    line) there is no bar: each evaluation prints one line, ``label: step n/total, ...``."""
 
-    def __init__(self, total: int, done: int, enabled: bool, init_steps: int) -> None:
+    def __init__(
+        self, total: int, done: int, enabled: bool, init_steps: int, label: str = ""
+    ) -> None:
+        self.label, self.n = label, done
+        enabled = enabled and not label
         self.enabled, self.total, self._init_steps = enabled, total, init_steps
         self._idle = "explore" if done < init_steps else "train"
         self.bar = tqdm(
@@ -75,7 +81,8 @@ class Progress:
         if self._idle == "explore" and env_steps >= self._init_steps:
             self._idle = "train"
             self.phase("")
-        self.bar.update(env_steps - self.bar.n)
+        self.bar.update(env_steps - self.n)
+        self.n = env_steps
 
     def eta(self, seconds: float) -> None:
         self._postfix["eta"] = duration(seconds)
@@ -84,6 +91,11 @@ class Progress:
     def eval_return(self, value: float) -> None:
         self._postfix["eval_return"] = f"{value:.1f}"
         self._show()
+        if self.label:
+            going = "eta" in self._postfix and self.n < self.total
+            left = f", about {self._postfix['eta']} left" if going else ""
+            line = f"{self.label}: step {self.n:,}/{self.total:,}, eval return {value:.1f}{left}"
+            print(line, file=sys.stderr, flush=True)
 
     def _show(self) -> None:
         if self.enabled:
