@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import os
-import shlex
 import sys
 
 from omegaconf import OmegaConf
@@ -19,8 +18,7 @@ from mbrl.config import Config, ConfigError
 from mbrl.runtime import interrupt
 from mbrl.runtime.checkpoint import load
 from mbrl.runtime.interrupt import StopRequest
-from mbrl.runtime.report import quit_text, resume_command
-from mbrl.runtime.utils import hydra_value
+from mbrl.runtime.report import quit_text, resume_all_command
 from mbrl.trainer import Trainer
 
 UNCOMPARED = ("seed", "resume", "total_steps", "max_minutes", "batch_seeds", "batch_dirs")
@@ -104,6 +102,7 @@ class SeedTrainer:
         folders = seed_folders(cfg, run_dir)
         pairs = zip(seed_configs(cfg, folders), folders, strict=True)
         self.trainers = [Trainer(c, d) for c, d in pairs]
+        self.batch_dirs = list(cfg.batch_dirs)  # (each seed's own config has none)
         lead = self.lead = self.trainers[0]
         # One process: its phases' times are all seeds', read once per log line by the first
         # seed (it logs first) and logged by the others as they are.
@@ -153,11 +152,8 @@ class SeedTrainer:
             for t in self.trainers:
                 t.end()
         returns = [lead.finish()]
-        listed = ",".join(hydra_value(d) for d in lead.cfg.batch_dirs)
-        dirs = f" {shlex.quote(f'batch_dirs=[{listed}]')}" if lead.cfg.batch_dirs else ""
-        lead.progress.write(
-            f"  resume all   {resume_command(lead.run_dir)} batch_seeds={len(self.trainers)}{dirs}"
-        )
+        again = resume_all_command(lead.run_dir, len(self.trainers), self.batch_dirs)
+        lead.progress.write(f"  resume all   {again}")
         for t in self.trainers[1:]:
             returns.append(t.last_eval.get("eval/return_mean", float("nan")))
             best = f"best {t.best_return:.1f} (step {t.best_step})" if t.last_eval else ""

@@ -74,6 +74,9 @@ class Trainer:
         if resumed is None:
             collectives.broadcast_(run_state.shared_tensors(self.algo))  # rank 0's everywhere
         self.resumed_at = None if resumed is None else self.env_steps
+        if resumed is not None:  # (the agent's count of skipped updates is in its state)
+            skipped = getattr(self.algo.agent, "nonfinite_steps", 0)
+            self.skips.resumed(self.env_steps, int(skipped), self.algo.updates)
         self.logger: Logger | SilentLogger = SilentLogger()
         if self.main:  # files only now: a resume from a bad checkpoint leaves them untouched
             self._start_files(run_dir)

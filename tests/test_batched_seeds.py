@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import os
+import shlex
 import shutil
 
 import numpy as np
@@ -12,6 +13,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 from test_mbpo import _algo, _flat, mbpo_config
+from test_resume_command import _parsed
 
 from mbrl.batched_seeds import BatchedSeeds
 from mbrl.config import ConfigError
@@ -145,6 +147,25 @@ def test_batch_seeds_writes_each_seeds_run_folder_as_its_solo_run(tmp_path: str)
     more = {**MBPO_TINY_RUN, "total_steps": 350, "resume": alone}
     Trainer(mbpo_config(**more), alone).run()
     assert _rows(alone)[-1]["step"] == 350
+
+
+def test_a_stopped_batch_prints_the_command_that_resumes_all_its_folders(
+    tmp_path: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A batch with folders of its own (``batch_dirs``, as seeds.py gives them): its "resume
+    all" line names them, and that line's overrides resume every seed."""
+    lead, other = os.path.join(tmp_path, "lead"), os.path.join(tmp_path, "a, b=1")
+    cfg = {**MBPO_TINY_RUN, "batch_seeds": 2, "batch_dirs": [other]}
+    SeedTrainer(mbpo_config(**{**cfg, "max_minutes": 1e-9}), lead).run()
+    (line,) = [x for x in capsys.readouterr().err.splitlines() if "resume all" in x]
+    argv = shlex.split(line.split("resume all", 1)[1])
+    parsed = dict(_parsed(a) for a in argv[2:])
+    assert parsed == {"resume": lead, "batch_seeds": 2, "batch_dirs": [other]}
+    resumed = SeedTrainer(mbpo_config(**{**MBPO_TINY_RUN, **parsed}), lead)
+    assert [t.run_dir for t in resumed.trainers] == [lead, other]
+    assert [t.env_steps for t in resumed.trainers] == [1, 1]
+    for t in resumed.trainers:
+        t.end()  # (releases the folders' locks)
 
 
 def test_bad_batches_are_refused_before_anything_is_written(tmp_path: str) -> None:

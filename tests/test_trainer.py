@@ -440,7 +440,7 @@ def test_a_diverged_sac_is_named_in_train_log_and_the_summary(
     """NaN in the critic's weights at step 250: every later update has a non-finite loss and
     is skipped. The run warns of the first skips (steps 251-300 of the interval to 300) and,
     once more, of the first interval with no update left (for train.log), and counts them in
-    its summary."""
+    its summary; a resume counts on from the checkpoint's totals."""
     run = os.path.join(tmp_path, "run")
     trainer = Trainer(tiny_config(), run)
 
@@ -459,6 +459,13 @@ def test_a_diverged_sac_is_named_in_train_log_and_the_summary(
     rows = [r for r in _rows(run) if "learner/nonfinite_steps" in r]
     assert rows[-1]["learner/nonfinite_steps"] == 150  # steps 251-400, one update each
     assert "skipped      150 of 300 SAC updates (a non-finite loss each)" in capsys.readouterr().err
+    caplog.clear()  # resumed, it counts on from the checkpoint's totals, and says so anew
+    with caplog.at_level("WARNING", logger="mbrl.trainer"):
+        Trainer(tiny_config(total_steps=500, resume=run), run).run()
+    warned = [r.getMessage() for r in caplog.records if r.name == "mbrl.trainer"]
+    assert len(warned) == 1, warned
+    assert warned[0].startswith("SAC skipped all 100 of its updates between steps 400 and 500")
+    assert "skipped      250 of 400 SAC updates" in capsys.readouterr().err
 
 
 def test_a_labelled_progress_prints_a_line_per_evaluation_and_no_bar(

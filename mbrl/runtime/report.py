@@ -129,6 +129,14 @@ def resume_command(run_dir: str, world: int | None = None) -> str:
     return f"{launcher} {shlex.quote(script)} {shlex.quote('resume=' + hydra_value(run_dir))}"
 
 
+def resume_all_command(run_dir: str, seeds: int, batch_dirs: list[str]) -> str:
+    """The command that continues a batch of ``seeds`` runs (``batch_seeds``) led by
+    ``run_dir``, its other folders ``batch_dirs`` (none: ``<run_dir>_seed<k>``)."""
+    listed = ",".join(hydra_value(d) for d in batch_dirs)
+    dirs = f" {shlex.quote(f'batch_dirs=[{listed}]')}" if batch_dirs else ""
+    return f"{resume_command(run_dir)} batch_seeds={seeds}{dirs}"
+
+
 def disk_full_text(err: OSError, run_dir: str) -> str | None:
     """The one line for a run the full disk stopped while it wrote a log (a checkpoint's own
     write failure says more: mbrl.runtime.checkpoint); None for any other OSError."""
@@ -172,6 +180,12 @@ class SkippedUpdates:
         self.skipped = self.updates = 0  # totals at the last log line
         self.since = 0  # that line's step
         self.warned: set[str] = set()
+
+    def resumed(self, step: int, skipped: int, updates: int) -> None:
+        """A resumed run's totals at ``step``: skips before it were warned of then."""
+        self.skipped, self.updates, self.since = skipped, updates, step
+        if skipped:
+            self.warned.add("first")
 
     def seen(self, step: int, values: dict[str, float | int]) -> str:
         """The warning due at this log line (``values``: the logged numbers), or ""."""
