@@ -33,7 +33,7 @@ from mbrl.runtime import distributed, interrupt, runlock
 from mbrl.runtime.capacity import check_disk, check_memory
 from mbrl.runtime.checkpoint import CheckpointError, check_layout, load
 from mbrl.runtime.inert_settings import given_warnings, inert_sweeps, swept_values
-from mbrl.runtime.report import disk_full_text, quit_text, resume_command
+from mbrl.runtime.report import disk_full_text, quit_text, resume_all_command, resume_command
 from mbrl.runtime.utils import resolve_device
 from mbrl.runtime.validate import validate
 
@@ -302,7 +302,10 @@ def run(cfg: DictConfig) -> float:
     except CheckpointError as err:  # e.g. the disk ran full: last.pt holds the last good state
         fail(err, code=1)
     except OSError as err:  # the disk ran full while a log was written (else raised as it is)
-        if (text := disk_full_text(err, run_dir)) is None:
+        again = ""
+        if isinstance(trainer, SeedTrainer):
+            again = resume_all_command(run_dir, len(trainer.trainers), trainer.batch_dirs)
+        if (text := disk_full_text(err, run_dir, again)) is None:
             raise
         fail(OSError(text), code=1)
     finally:

@@ -80,14 +80,29 @@ def test_resume_given_last_pt_becomes_its_folder_as_hydra_reads_it(tmp_path: Pat
     assert _parsed(arg) == ("resume", str(run))
 
 
-def test_a_full_disk_met_by_a_log_write_is_one_line_with_the_resume_command() -> None:
+def test_a_full_disk_met_by_a_log_write_is_one_line_with_the_resume_command(
+    tmp_path: Path,
+) -> None:
+    """With a checkpoint: the command that continues the run; before the first one: that
+    nothing was saved (a resume would be refused for want of a checkpoint)."""
     import errno
 
     from mbrl.runtime.report import disk_full_text
 
+    run = str(tmp_path / "1_env=pendulum,seed=3")
     full = OSError(errno.ENOSPC, "No space left on device", "/runs/x/log/model/model.log")
-    text = disk_full_text(full, FOLDERS[1])
+    early = disk_full_text(full, run)
+    assert early == (
+        f"the disk ran full writing /runs/x/log/model/model.log: nothing was saved yet ({run} "
+        "holds no checkpoint); free some disk space, then run the command again to start "
+        "afresh (this folder can be removed)"
+    )
+    os.makedirs(os.path.join(run, "ckpt"))
+    Path(run, "ckpt", "last.pt").write_bytes(b"x")
+    text = disk_full_text(full, run)
     assert text is not None and "\n" not in text
     assert text.startswith("the disk ran full writing /runs/x/log/model/model.log: ckpt/last.pt")
-    assert _parsed(shlex.split(text.rsplit("then ", 1)[1])[2]) == ("resume", FOLDERS[1])
-    assert disk_full_text(OSError(errno.EACCES, "Permission denied"), FOLDERS[1]) is None
+    assert _parsed(shlex.split(text.rsplit("then ", 1)[1])[2]) == ("resume", run)
+    batch = disk_full_text(full, run, "the batch's command")
+    assert batch is not None and batch.endswith("then the batch's command")
+    assert disk_full_text(OSError(errno.EACCES, "Permission denied"), run) is None

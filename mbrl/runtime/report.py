@@ -137,15 +137,21 @@ def resume_all_command(run_dir: str, seeds: int, batch_dirs: list[str]) -> str:
     return f"{resume_command(run_dir)} batch_seeds={seeds}{dirs}"
 
 
-def disk_full_text(err: OSError, run_dir: str) -> str | None:
+def disk_full_text(err: OSError, run_dir: str, resume: str = "") -> str | None:
     """The one line for a run the full disk stopped while it wrote a log (a checkpoint's own
-    write failure says more: mbrl.runtime.checkpoint); None for any other OSError."""
+    write failure says more: mbrl.runtime.checkpoint); None for any other OSError.
+    ``resume``: the command that continues the run (default: :func:`resume_command`)."""
     if err.errno != errno.ENOSPC:
         return None
-    what = f" writing {err.filename}" if err.filename else ""
+    what = f"the disk ran full writing {err.filename}" if err.filename else "the disk ran full"
+    if not os.path.isfile(os.path.join(run_dir, "ckpt", "last.pt")):
+        return (
+            f"{what}: nothing was saved yet ({run_dir} holds no checkpoint); free some disk "
+            "space, then run the command again to start afresh (this folder can be removed)"
+        )
     return (
-        f"the disk ran full{what}: ckpt/last.pt holds the run's last checkpoint; free some disk "
-        f"space, then {resume_command(run_dir)}"
+        f"{what}: ckpt/last.pt holds the run's last checkpoint; free some disk space, then "
+        f"{resume or resume_command(run_dir)}"
     )
 
 
