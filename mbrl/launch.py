@@ -198,12 +198,12 @@ def check_before_start(config: DictConfig, lock: bool = True) -> Config:
         from mbrl.tools.profiling import window_config
 
         written = window_config(cfg)
-    check_disk(written, *dims, folder or os.path.join("runs", cfg.env.name))
     folders = [] if folder is None else [folder]
     if cfg.batch_seeds > 1 and folder is not None:  # (a timestamped folder: new ones beside)
         from mbrl.seed_trainer import check_folders
 
         folders = check_folders(cfg, folder)
+    check_disk(written, *dims, folder or os.path.join("runs", cfg.env.name), folders)
     if lock and distributed.is_main():
         for held in folders:  # this run's folder (and a batch's others)
             runlock.acquire(held)  # held until the process ends (the trainer reuses it)

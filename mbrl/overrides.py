@@ -11,6 +11,7 @@ import contextlib
 import copy
 import difflib
 import os
+import shlex
 import sys
 from collections.abc import Mapping
 from typing import Any, NoReturn
@@ -158,9 +159,10 @@ def resume_folders(argv: list[str]) -> list[str]:
             ckpt, name = os.path.split(os.path.normpath(value))
             run = os.path.dirname(ckpt)
             if name != "last.pt" or os.path.basename(ckpt) != "ckpt":
+                typed = shlex.quote(f"resume={hydra_value(run or '.')}")  # (as for the shell)
                 raise ConfigError(
                     f"resume={value!r} is a file; resume= takes a run folder and continues "
-                    f"from its ckpt/last.pt (here: resume={hydra_value(run or '.')}). To "
+                    f"from its ckpt/last.pt (here: {typed}). To "
                     "continue from another checkpoint that holds the buffers (ckpt_best.pt), "
                     "copy it over ckpt/last.pt first"
                 )

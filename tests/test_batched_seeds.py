@@ -200,3 +200,13 @@ def test_memory_and_disk_checks_count_every_seed_of_a_batch(
     capacity.check_disk(one, 11, 3, str(tmp_path))
     with pytest.raises(ConfigError, match="for each of batch_seeds=2 seeds"):
         capacity.check_disk(two, 11, 3, str(tmp_path))
+    # Resumed, each seed's checkpoints so far count as room (they are overwritten): the
+    # second seed's folder holds what the first half of the disk lacks.
+    lead, other = os.path.join(tmp_path, "lead"), os.path.join(tmp_path, "other")
+    for folder in (lead, other):
+        os.makedirs(os.path.join(folder, "ckpt"))
+    with open(os.path.join(other, "ckpt", "last.pt"), "wb") as f:
+        f.truncate(int(0.6 * total))  # (a sparse file: its size without the bytes)
+    with pytest.raises(ConfigError, match="for each of batch_seeds=2 seeds"):
+        capacity.check_disk(two, 11, 3, lead)  # (the lead's folder alone: as before)
+    capacity.check_disk(two, 11, 3, lead, [lead, other])

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
+from mbrl.config import ConfigError
 from mbrl.runtime.report import resume_command
 from mbrl.tools.seed_runs import Job, Variant
 
@@ -78,6 +79,13 @@ def test_resume_given_last_pt_becomes_its_folder_as_hydra_reads_it(tmp_path: Pat
     (run / "ckpt" / "last.pt").write_bytes(b"")
     (arg,) = resume_folders([f"resume={run / 'ckpt' / 'last.pt'}"])
     assert _parsed(arg) == ("resume", str(run))
+    # Another checkpoint file is refused; the override the message offers, pasted into a
+    # shell, reads back as the folder.
+    (run / "ckpt" / "ckpt_best.pt").write_bytes(b"")
+    with pytest.raises(ConfigError, match="is a file") as refused:
+        resume_folders([f"resume={run / 'ckpt' / 'ckpt_best.pt'}"])
+    offered = str(refused.value).split("(here: ", 1)[1].split("). To", 1)[0]
+    assert [_parsed(a) for a in shlex.split(offered)] == [("resume", str(run))]
 
 
 def test_a_full_disk_met_by_a_log_write_is_one_line_with_the_resume_command(

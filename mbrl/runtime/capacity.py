@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
+from collections.abc import Sequence
 
 import torch
 from torch import nn
@@ -182,19 +183,19 @@ def checkpoint_sizes(cfg: Config, obs_dim: int, act_dim: int) -> CheckpointSizes
     return CheckpointSizes(full, slim, count, (early, 4 * weights + STATE_OVERHEAD))
 
 
-def check_disk(cfg: Config, obs_dim: int, act_dim: int, run_dir: str) -> CheckpointSizes:
+def check_disk(
+    cfg: Config, obs_dim: int, act_dim: int, run_dir: str, folders: Sequence[str] = ()
+) -> CheckpointSizes:
     """Raise :class:`ConfigError` if the run's checkpoints would not fit on the disk that
-    holds ``run_dir`` (or its nearest existing parent)."""
+    holds ``run_dir`` (or its nearest existing parent). ``folders``: a batch's run folders
+    (``batch_seeds``), whose checkpoints so far count as room; default ``run_dir`` alone."""
     sizes = checkpoint_sizes(cfg, obs_dim, act_dim)
     where = os.path.abspath(run_dir)
     while not os.path.exists(where):
         where = os.path.dirname(where)
     free = shutil.disk_usage(where).free
     # A resumed run's checkpoints so far are part of its total, already on the disk.
-    ckpt = os.path.join(os.path.abspath(run_dir), "ckpt")
-    held = (
-        sum(e.stat().st_size for e in os.scandir(ckpt) if e.is_file()) if os.path.isdir(ckpt) else 0
-    )
+    held = sum(_ckpt_bytes(folder) for folder in (folders or [run_dir]))
     seeds = cfg.batch_seeds  # (batched seeds: each writes its own checkpoints)
     if seeds * sizes.total <= free + held:
         return sizes
@@ -205,3 +206,11 @@ def check_disk(cfg: Config, obs_dim: int, act_dim: int, run_dir: str) -> Checkpo
         f"the run's checkpoints would take {sizes.text()}{each}, but {where} has "
         f"{megabytes(free)} free{there}: free some space, or use {hint}"
     )
+
+
+def _ckpt_bytes(run_dir: str) -> int:
+    """What the files in ``run_dir``'s ``ckpt/`` take (0 without one)."""
+    ckpt = os.path.join(os.path.abspath(run_dir), "ckpt")
+    if not os.path.isdir(ckpt):
+        return 0
+    return sum(e.stat().st_size for e in os.scandir(ckpt) if e.is_file())
