@@ -169,10 +169,11 @@ def _literal_run_dir(config: DictConfig, cfg: Config) -> str | None:
     return run_dir if isinstance(run_dir, str) and "${" not in run_dir else None
 
 
-def check_before_start(config: DictConfig, lock: bool = True) -> Config:
+def check_before_start(config: DictConfig, lock: bool = True, multirun: bool = False) -> Config:
     """Everything that must fail before a file is written: the config, the checkpoint to
     resume, whether the buffers fit in memory and the checkpoints on the disk, and whether
-    another run holds the folder."""
+    another run holds the folder (``multirun``: the jobs' folders are checked by each job,
+    and ``hydra.run.dir`` is not theirs)."""
     cfg = resolve(config, list(config.hydra.overrides.task))
     strict()  # FLOWMBPO_STRICT must be 0 or 1 (a fallback is met mid-run, too late to say)
     world = distributed.world_size()
@@ -192,7 +193,7 @@ def check_before_start(config: DictConfig, lock: bool = True) -> Config:
     dims = env_dims(env)
     env.close()
     check_memory(cfg, *dims, resolve_device(cfg.device))
-    folder = _literal_run_dir(config, cfg)
+    folder = _literal_run_dir(config, cfg) if not multirun or cfg.resume else None
     written = cfg
     if cfg.profile.enabled:  # (a window writes a window's checkpoints)
         from mbrl.tools.profiling import window_config
@@ -212,12 +213,12 @@ def check_before_start(config: DictConfig, lock: bool = True) -> Config:
     return cfg
 
 
-def _refuse_a_run_folder(folder: str) -> None:
+def _refuse_a_run_folder(folder: str, what: str = "hydra.run.dir=") -> None:
     """A new run may not write into a folder that holds another run's checkpoint: its
     config, metrics and checkpoints would be overwritten or mixed with the new run's."""
     if os.path.isfile(os.path.join(folder, "ckpt", "last.pt")):
         raise ConfigError(
-            f"hydra.run.dir={folder!r} holds a run (ckpt/last.pt): "
+            f"{what}{folder!r} holds a run (ckpt/last.pt): "
             f"{resume_command(folder)} continues it; a new run needs a folder of its own"
         )
 
@@ -235,7 +236,7 @@ class ValidateCallback(Callback):
         # Sweep values are applied per job (each job's trainer checks and locks its folder);
         # the shared part can be checked now.
         try:
-            base = check_before_start(config, lock=False)
+            base = check_before_start(config, lock=False, multirun=True)
         except (ConfigError, CheckpointError) as err:
             fail(err)
         sweeps = swept_values(list(config.hydra.overrides.task), CONFIG_GROUPS)
@@ -279,6 +280,8 @@ def run(cfg: DictConfig) -> float:
     try:
         given = list(HydraConfig.get().overrides.task)
         config = resolve(cfg, given)
+        if HydraConfig.get().mode == RunMode.MULTIRUN and config.resume is None:
+            _refuse_a_run_folder(run_dir, "the job's folder ")  # (a sweep run again there)
         for line in given_warnings(config, [override_key(o) for o in given]):
             if distributed.is_main():  # (once, not once per torchrun rank)
                 print(line, file=sys.stderr)  # (a set key that a run of this kind cannot use)

@@ -75,16 +75,25 @@ def test_joblib_jobs_print_a_line_per_evaluation_in_place_of_a_shared_bar(
     train_cmd: list[str], tmp_path: str
 ) -> None:
     """Side by side, each job's bar would redraw the same terminal line: with the bar on,
-    a parallel job prints a line per evaluation, named by its number and swept value."""
+    a parallel job prints a line per evaluation, named by its number and swept value. Run
+    again into the same sweep folder, each job is refused."""
     pytest.importorskip("hydra_plugins.hydra_joblib_launcher")
     args = [a for a in SWEEP if a != "logger.progress=false"] + ["eval.every=150"]
-    _, printed = _multirun(train_cmd, tmp_path, ["hydra/launcher=joblib"], args)
+    sweep, printed = _multirun(train_cmd, tmp_path, ["hydra/launcher=joblib"], args)
     for seed in (0, 1):
         job = f"job {seed} (seed={seed}): step "
         lines = [line for line in printed.splitlines() if line.startswith(job)]
         assert [line[len(job) :].split(",")[0] for line in lines] == ["150/300", "300/300"]
         assert "left" not in lines[1], lines  # (none at the last step)
     assert "explore:" not in printed and "train:" not in printed  # no bar drawn
+    # The same sweep again into the same sweep folder: each job's folder holds a run, which
+    # a new run would mix with its own, so each job is refused and writes nothing.
+    before = {p: os.path.getsize(p) for p in glob.glob(os.path.join(sweep, "*", "metrics.jsonl"))}
+    again = [*train_cmd, "-m", "hydra/launcher=joblib", *args, f"hydra.sweep.dir={sweep}"]
+    proc = _run(again, cwd=str(tmp_path))
+    assert proc.returncode == 2 and "error: the job's folder " in proc.stderr, proc.stderr[-2000:]
+    assert "holds a run (ckpt/last.pt)" in proc.stderr
+    assert {p: os.path.getsize(p) for p in before} == before and len(before) == 2
 
 
 def test_submitit_local_sweep_runs_each_job_in_its_own_process(
