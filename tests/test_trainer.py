@@ -400,7 +400,8 @@ def test_the_compile_warm_up_is_a_phase_of_its_own(tmp_path: str) -> None:
 def test_one_rank_says_the_run_will_stop(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Under torchrun Ctrl-C reaches every rank: each stops, rank 0 alone says so."""
+    """Under torchrun Ctrl-C reaches every rank: each stops, rank 0 alone says so, and why:
+    the reason of the rank that asked (Ctrl-C, or max_minutes reached there first)."""
     from mbrl.runtime.interrupt import StopRequest
 
     for world, rank, says in (("2", "1", False), ("2", "0", True), ("1", "3", True)):
@@ -414,9 +415,19 @@ def test_one_rank_says_the_run_will_stop(
     # Asked on another rank only: this one (rank 0 of a single process here) says why it stops.
     monkeypatch.setenv("WORLD_SIZE", "1")
     stop = StopRequest(lambda: "the current step", None)
-    monkeypatch.setattr("mbrl.collectives.any_flag", lambda flag: True)
-    assert stop.agreed() and stop.why == "a stop requested on another process of the run"
-    assert "another process of the run: stopping after" in capsys.readouterr().err
+    # The largest of the ranks' codes (a stand-in for the all-reduce over two ranks: this
+    # one's code and another's): 1, Ctrl-C there; 2, max_minutes reached there first.
+    for there, why in ((1, "a stop requested on another process of the run"),
+                       (2, "max_minutes=30 reached")):  # fmt: skip
+        stop = StopRequest(lambda: "the current step", 30)
+        monkeypatch.setattr("mbrl.collectives.min_int", lambda v, t=there: min(v, -t))
+        assert stop.agreed() and stop.why == why
+        assert f"{why}: stopping after" in capsys.readouterr().err
+    stop = StopRequest(lambda: "the current step", 30)
+    monkeypatch.setattr("mbrl.collectives.min_int", lambda v: min(v, 0))  # (no stop there)
+    assert not stop.agreed()
+    stop.request()  # (Ctrl-C here: this rank's code, 1)
+    assert stop.agreed() and stop.why == "Ctrl-C"
 
 
 def test_skipped_updates_are_warned_of_once_and_a_whole_interval_of_them_once_more() -> None:

@@ -216,12 +216,16 @@ class StopRequest:
         rank of a run on several processes (all ranks stop after the same step)."""
         from mbrl import collectives  # (torch: not needed to install the handler)
 
+        timed = f"max_minutes={self.max_minutes or 0:g} reached"  # (only with a limit)
         if not self.requested and self._deadline is not None and time.monotonic() >= self._deadline:
-            self.request(f"max_minutes={self.max_minutes:g} reached")
-        agreed = collectives.any_flag(self.requested)
+            self.request(timed)
+        # 0: go on, 1: Ctrl-C, 2: max_minutes, the largest over ranks (each rank's clock
+        # starts when it gets here, so another rank may reach the common limit first)
+        here = 0 if not self.requested else 2 if self.why == timed else 1
+        agreed = -collectives.min_int(-here)
         if agreed and not self.requested:  # (another rank's: Ctrl-C or max_minutes there)
-            self.request("a stop requested on another process of the run")
-        return agreed
+            self.request(timed if agreed == 2 else "a stop requested on another process of the run")
+        return bool(agreed)
 
     def request(self, why: str = "Ctrl-C") -> None:
         self.requested, self.why = True, why
