@@ -103,6 +103,8 @@ class SeedTrainer:
         pairs = zip(seed_configs(cfg, folders), folders, strict=True)
         self.trainers = [Trainer(c, d) for c, d in pairs]
         self.batch_dirs = list(cfg.batch_dirs)  # (each seed's own config has none)
+        for t in self.trainers:  # (one train.log, the lead's, for all: each names its seed)
+            t.skips.who = f"seed {t.cfg.seed} ({t.run_dir}): "
         lead = self.lead = self.trainers[0]
         # One process: its phases' times are all seeds', read once per log line by the first
         # seed (it logs first) and logged by the others as they are.

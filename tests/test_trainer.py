@@ -442,6 +442,10 @@ def test_skipped_updates_are_warned_of_once_and_a_whole_interval_of_them_once_mo
     assert every.startswith("SAC skipped all 100 of its updates between steps 300 and 400")
     assert skips.seen(500, {"learner/updates": 400, "learner/nonfinite_steps": 209}) == ""
     assert skips.line() == "209 of 400 SAC updates (a non-finite loss each)"
+    batched = SkippedUpdates()
+    batched.who = "seed 3 (runs/x_seed3): "
+    said = batched.seen(100, {"learner/updates": 100, "learner/nonfinite_steps": 1})
+    assert said.startswith("seed 3 (runs/x_seed3): SAC skipped 1 of 100 updates between steps 0")
     assert SkippedUpdates().line() == ""
 
 

@@ -186,6 +186,7 @@ class SkippedUpdates:
         self.skipped = self.updates = 0  # totals at the last log line
         self.since = 0  # that line's step
         self.warned: set[str] = set()
+        self.who = ""  # a batch's seed: "seed 3 (<its folder>): " before each warning
 
     def resumed(self, step: int, skipped: int, updates: int) -> None:
         """A resumed run's totals at ``step``: skips before it were warned of then."""
@@ -217,7 +218,7 @@ class SkippedUpdates:
                 "goes on in learner/nonfinite_steps"
             )
         self.skipped, self.updates, self.since = skipped, updates, step
-        return text
+        return self.who + text if text else ""
 
     def line(self) -> str:
         if not self.skipped:
