@@ -500,3 +500,30 @@ def test_a_labelled_progress_prints_a_line_per_evaluation_and_no_bar(
         "job 1 (seed=1): step 200/400, eval return -123.5, about 1 min 05 s left",
         "job 1 (seed=1): step 400/400, eval return -99.0",
     ]
+
+
+def test_a_resume_says_how_many_logged_lines_past_its_checkpoint_it_dropped(
+    tmp_path: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run killed at step 300 (its folder copied then, as a kill -9 leaves it) has logged
+    past its checkpoint at 200: the resume drops those lines, says how many and to which
+    step, and logs those steps again."""
+    import shutil
+
+    run, killed = os.path.join(tmp_path, "run"), os.path.join(tmp_path, "killed")
+    trainer = Trainer(tiny_config(), run)
+
+    def copy_at_300() -> None:
+        if trainer.env_steps == 300:
+            shutil.copytree(run, killed)
+
+    trainer.step_hook = copy_at_300
+    trainer.run()
+    past = [r for r in _rows(killed) if r["step"] > 200]
+    assert past and max(r["step"] for r in past) == 300
+    capsys.readouterr()
+    Trainer(tiny_config(resume=killed), killed).run()
+    assert len(past) == 1  # (the log line at 300; the evaluations are at 200 and 400)
+    said = "from step 200 (ckpt/last.pt); 1 metric line logged after it (to step 300) dropped"
+    assert said + ": this run logs those steps again" in capsys.readouterr().err
+    assert _comparable(_rows(killed)) == _comparable(_rows(run))

@@ -51,6 +51,7 @@ class Logger:
         self.wandb = wandb
         self._tensorboard = tensorboard
         self._jsonl: IO[str] | None = None  # opened with the first line
+        self.dropped = (0, 0)  # a resume's: lines logged after the checkpoint, the last's step
 
     def _writer(self, purge_step: int | None = None) -> Any:
         if self._tb is None and self._tensorboard:
@@ -104,6 +105,7 @@ class Logger:
         if self._jsonl is not None:
             self._jsonl.close()
             self._jsonl = None
+        self.dropped = _dropped_lines(self.jsonl_path, state["jsonl"])
         _truncate(self.jsonl_path, state["jsonl"])
         for comp, size in state["text"].items():
             if comp in self._text:
@@ -127,6 +129,22 @@ def _size(path: str) -> int:
     return os.path.getsize(path) if os.path.exists(path) else 0
 
 
+def _dropped_lines(path: str, size: int) -> tuple[int, int]:
+    """The metric lines past ``size`` in ``metrics.jsonl`` (logged after the checkpoint,
+    by a run killed or quit before its next one) and the last one's step."""
+    if not os.path.exists(path) or os.path.getsize(path) <= size:
+        return 0, 0
+    with open(path, "rb") as f:
+        f.seek(size)
+        lines = [line for line in f.read().splitlines() if line.strip()]
+    for line in reversed(lines):
+        try:
+            return len(lines), int(json.loads(line)["step"])
+        except (ValueError, KeyError, TypeError):  # (a line cut short by the kill)
+            continue
+    return len(lines), 0
+
+
 def _truncate(path: str, size: int) -> None:
     if os.path.exists(path) and os.path.getsize(path) > size:
         with open(path, "r+b") as f:
@@ -135,6 +153,8 @@ def _truncate(path: str, size: int) -> None:
 
 class SilentLogger:
     """The logger of ranks other than 0: they log nothing (rank 0 logs for the run)."""
+
+    dropped = (0, 0)
 
     def log(self, step: int, metrics: dict[str, Any]) -> dict[str, float | int]:
         return {}

@@ -21,6 +21,7 @@ from mbrl.runtime.capacity import CheckpointSizes, buffer_bytes
 from mbrl.runtime.checkpoint import CheckpointManager
 from mbrl.runtime.inert_settings import warnings_for
 from mbrl.runtime.interrupt import STARTING
+from mbrl.runtime.logger import Logger, SilentLogger
 from mbrl.runtime.progress import duration, episodes, megabytes, start_block
 from mbrl.runtime.timer import PhaseTimer
 from mbrl.runtime.utils import hydra_value
@@ -39,6 +40,7 @@ class Run(Protocol):
     algo: MBPO
     ckpt_sizes: CheckpointSizes
     skips: SkippedUpdates  # SAC's updates skipped for a non-finite loss
+    logger: Logger | SilentLogger
     resumed_at: int | None
     timer: PhaseTimer
     last_eval: dict[str, float]
@@ -96,7 +98,7 @@ def start_text(t: Run) -> str:
         lines["envs"] = f"{cfg.env.num_envs} copies ({mode}), {cfg.env.num_envs} x "
         lines["envs"] += f"{cfg.algorithm.updates_per_step} SAC updates per vector step"
     if t.resumed_at is not None:
-        lines["resumed"] = f"from step {t.resumed_at} (ckpt/last.pt)"
+        lines["resumed"] = f"from step {t.resumed_at} (ckpt/last.pt)" + dropped_text(t)
     if cfg.logger.tensorboard:
         lines["watch"] = f"tensorboard --logdir {os.path.join(t.run_dir, 'log', 'tb')}"
     gym_id = env_spec(cfg.env.name).version(cfg.env.version).gym_id
@@ -113,6 +115,17 @@ def threads_text(threads: int, cores: int, device: str = "cpu") -> str:
     if threads == 1 and cores > 1 and device == "cpu":
         text += f" of {cores} cores: safe beside other runs; alone, threads={cores} is faster"
     return text
+
+
+def dropped_text(t: Run) -> str:
+    """What a resume took out of ``metrics.jsonl``: the lines logged after the checkpoint
+    (the run logs those steps again, as the uninterrupted run would have)."""
+    lines, last = t.logger.dropped
+    if not lines:
+        return ""
+    upto = f" (to step {last})" if last else ""
+    said = f"{lines} metric line{'' if lines == 1 else 's'}"
+    return f"; {said} logged after it{upto} dropped: this run logs those steps again"
 
 
 def resume_command(run_dir: str, world: int | None = None) -> str:
