@@ -18,13 +18,8 @@ import os
 import sys
 
 from mbrl.tools.figures import plot_curves, plot_phases
-from mbrl.tools.plotting import (
-    find_runs,
-    group,
-    load_reference,
-    repeated_seeds,
-    summary_table,
-)
+from mbrl.tools.plotting import check_runs, find_runs, group, repeated_seeds, summary_table
+from mbrl.tools.published import reference_for
 from mbrl.tools.seed_report import CAMPAIGN, campaign_order, tables
 
 
@@ -36,7 +31,12 @@ def main() -> int:
         help="figure path (default: <first path>/curves.png; in a seeds.py campaign's folder, "
         "whose report owns that name, <first path>/plot_curves.png)",
     )
-    parser.add_argument("--metric", default="eval/return_mean")
+    parser.add_argument(
+        "--metric",
+        default="eval/return_mean",
+        help="the metrics.jsonl key to plot and tabulate (default: eval/return_mean; e.g. "
+        "model/holdout_nll, learner/alpha: docs/usage.md lists them)",
+    )
     parser.add_argument(
         "--by",
         help="group by these config keys only, comma-separated (default: the overrides "
@@ -72,13 +72,15 @@ def main() -> int:
         "between settings by seed",
     )
     args = parser.parse_args()
+    by = args.by.split(",") if args.by else None
     try:
         runs = find_runs(args.paths)
-        reference = load_reference(args.reference) if args.reference else None
+        envs = check_runs(runs, by, args.metric)
+        reference = reference_for(args.reference, envs)
     except (FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    settings = campaign_order(group(runs, args.by.split(",") if args.by else None), args.paths[0])
+    settings = campaign_order(group(runs, by), args.paths[0])
     if args.baseline is not None:  # (each setting minus the first: the baseline first)
         labels = [s.label for s in settings]
         if args.baseline not in labels:

@@ -42,14 +42,19 @@ def test_multirun_sweep_then_plot(train_cmd: list[str], tmp_path: str) -> None:
         assert os.path.getsize(path) > 1000, path
     with open(out, "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
-    # The same runs beside a published curve.
-    ref = os.path.join(ROOT, "docs", "reference", "mbpo_hopper.csv")
+    # The same runs beside a published curve (one named for no env: these runs are
+    # Pendulum's, and mbpo_hopper.csv would be refused as another env's).
+    ref = os.path.join(tmp_path, "published.csv")
+    with open(os.path.join(ROOT, "docs", "reference", "mbpo_hopper.csv"), encoding="utf-8") as f:
+        text = f.read()
+    with open(ref, "w", encoding="utf-8") as f:
+        f.write(text)
     proc = subprocess.run(
         [*plot, "--reference", ref, "--per-step"], capture_output=True, text=True, timeout=120
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "| env steps | rollout.max_length=1 | rollout.max_length=3 |" in proc.stdout
-    smoothed = "rollout.max_length=1, smoothed | rollout.max_length=3, smoothed | mbpo_hopper"
+    smoothed = "rollout.max_length=1, smoothed | rollout.max_length=3, smoothed | published"
     assert smoothed in proc.stdout and "rollout.max_length=3 − rollout.max_length=1" in proc.stdout
     assert "| 200 | " in proc.stdout and "(n=2)" in proc.stdout
 
@@ -267,3 +272,37 @@ def test_a_seed_given_twice_is_named(tmp_path: str) -> None:
     for seed in (0, 1):
         paths = ", ".join(os.path.join(str(tmp_path), f"{c}_{seed}") for c in ("batched", "solo"))
         assert f"holds seed {seed} 2 times ({paths})" in proc.stderr, proc.stderr
+
+
+def test_plots_that_would_mislead_or_be_empty_are_refused_in_one_line(tmp_path: str) -> None:
+    """Runs of two envs (not on one scale, their seeds no pairs), a --by key no run has, a
+    --metric no run logged, another env's --reference: exit code 2, the line naming what
+    was meant; one env's runs with another logged metric plot, the table naming it."""
+    for env, seed in (("hopper", 0), ("walker2d", 0), ("hopper", 1)):
+        _run_folder(str(tmp_path), f"{env}_{seed}", [f"env={env}", f"seed={seed}"], hydra=True)
+    plot = [sys.executable, os.path.join(ROOT, "scripts", "plot.py")]
+
+    def refused(*args: str) -> str:
+        proc = subprocess.run([*plot, *args], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr[-2000:]
+        assert not glob.glob(os.path.join(tmp_path, "*.png"))  # (no figure written)
+        return proc.stderr
+
+    said = refused(str(tmp_path))
+    assert said.startswith("error: the runs are of 2 envs (env=hopper: 2 runs, e.g. ")
+    assert "env=walker2d: 1 runs" in said and said.endswith("plot one env at a time\n")
+    hopper = [os.path.join(tmp_path, f"hopper_{s}") for s in (0, 1)]
+    said = refused(*hopper, "--by", "modle")
+    assert "--by modle: no run has this key; did you mean model" in said
+    said = refused(*hopper, "--metric", "return_mean")
+    assert "--metric return_mean: no run has logged it; did you mean eval/return_mean?" in said
+    said = refused(*hopper, "--reference", os.path.join(ROOT, "docs/reference/mbpo_walker2d.csv"))
+    assert "is walker2d's curve (its file name); the runs are env=hopper" in said
+    for path in hopper:
+        with open(os.path.join(path, "metrics.jsonl"), "a", encoding="utf-8") as f:
+            f.write('{"step": 1000, "model/holdout_nll": -3.0}\n')
+    out = os.path.join(tmp_path, "nll.png")
+    args = [*hopper, "--metric", "model/holdout_nll", "--out", out]
+    proc = subprocess.run([*plot, *args], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "model/holdout_nll there (mean ± std)" in proc.stdout
+    assert os.path.isfile(out)

@@ -8,6 +8,7 @@ three seeds each.
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 from dataclasses import dataclass, field
@@ -75,6 +76,38 @@ def find_runs(paths: list[str]) -> list[Run]:
     if not found:
         raise FileNotFoundError(f"no run folder (with metrics.jsonl) under {', '.join(paths)}")
     return [load_run(p) for p in sorted(found)]
+
+
+def check_runs(runs: list[Run], by: list[str] | None, metric: str) -> set[str]:
+    """Raise ValueError (one line) for what would make a plot of ``runs`` wrong or empty:
+    runs of several envs (their returns are not on one scale, nor their seeds pairs), a
+    ``--by`` key no run has, a ``--metric`` no run logged. Returns the runs' envs."""
+    envs: dict[str, list[str]] = {}
+    for run in runs:
+        envs.setdefault(str(run.config.get("env.name", "?")), []).append(run.path)
+    if len(envs) > 1:
+        listed = "; ".join(f"env={e}: {len(p)} runs, e.g. {p[0]}" for e, p in sorted(envs.items()))
+        raise ValueError(f"the runs are of {len(envs)} envs ({listed}): plot one env at a time")
+    for key in by or []:
+        if all(run.value(key) is None for run in runs):
+            known = {k for run in runs for k in run.config} | set(GROUPS)
+            raise ValueError(f"--by {key}: no run has this key{did_you_mean(key, known)}")
+    if not any(r.get(metric) is not None for run in runs for r in run.rows):
+        logged = {k for run in runs for r in run.rows for k in r} - {"step", "time"}
+        raise ValueError(
+            f"--metric {metric}: no run has logged it{did_you_mean(metric, logged)} (the keys "
+            "of metrics.jsonl: docs/usage.md#the-run-folder)"
+        )
+    return set(envs)
+
+
+def did_you_mean(word: str, known: set[str]) -> str:
+    """``; did you mean a or b?`` (keys that start with ``word``, else close to it, else that
+    end with it: return_mean -> eval/return_mean), or ""."""
+    close = sorted(k for k in known if k.startswith(word))[:3]
+    close = close or difflib.get_close_matches(word, sorted(known), n=3, cutoff=0.6)
+    close = close or sorted(k for k in known if k.endswith(word))[:3]
+    return f"; did you mean {' or '.join(close)}?" if close else ""
 
 
 def read_metrics(file: str) -> list[dict[str, Any]]:
@@ -191,7 +224,8 @@ def summary_table(settings: list[Setting], metric: str) -> str:
             rows.append((s.label, summarize(finals), float(np.mean(aucs))))
     width = max([len("setting"), *(len(label) for label, _, _ in rows)])
     at = f"at step {upto:,.0f} (the last every run reached; AUC up to it)"
-    lines = [at, f"{'setting':<{width}}  seeds  return there (mean ± std)     AUC"]
+    what = "return" if metric == "eval/return_mean" else metric
+    lines = [at, f"{'setting':<{width}}  seeds  {what} there (mean ± std)     AUC"]
     for label, final, auc in rows:
         lines.append(
             f"{label:<{width}}  {final.n:>5}  {final.mean:>12.1f} ± {final.std:<10.1f}  {auc:>9.1f}"
