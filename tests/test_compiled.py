@@ -198,6 +198,10 @@ def test_compile_auto_compiles_runs_long_enough_to_repay_the_warm_up() -> None:
     # the count is the run's own (as the ETA counts it): 3 env copies round 1001 steps up to 1002
     copies = tiny_config(total_steps=1001, **{**g, "env.num_envs": 3})
     assert f"(auto: {(1002 - 100) * 20:,} SAC updates" in resolve_compile(copies, cpu, 1, "off").why
+    # a resume counts the updates left to it: the long run resumed one env step past the
+    # break-even point no longer repays a warm-up
+    resumed = resolve_compile(long, cpu, 1, "off", start=101)
+    assert not resumed.on and f"(auto: {(steps - 1) * 20:,} SAC updates left <" in resumed.why
 
 
 def test_compile_auto_never_picks_a_path_measured_slower(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -522,7 +522,9 @@ def test_a_resume_says_how_many_logged_lines_past_its_checkpoint_it_dropped(
     past = [r for r in _rows(killed) if r["step"] > 200]
     assert past and max(r["step"] for r in past) == 300
     capsys.readouterr()
-    Trainer(tiny_config(resume=killed), killed).run()
+    resumed = Trainer(tiny_config(resume=killed), killed)
+    assert "(auto: 200 SAC updates left <" in resumed.speed.why  # (compile=auto: from 200 on)
+    resumed.run()
     assert len(past) == 1  # (the log line at 300; the evaluations are at 200 and 400)
     said = "from step 200 (ckpt/last.pt); 1 metric line logged after it (to step 300) dropped"
     assert said + ": this run logs those steps again" in capsys.readouterr().err

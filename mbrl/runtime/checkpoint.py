@@ -140,6 +140,11 @@ def load(path: str, env_name: str | None = None, mmap: bool = False) -> dict[str
     return state
 
 
+def saved_step(run_dir: str) -> int:
+    """The env step ``run_dir``'s ``ckpt/last.pt`` holds (its tensors mapped, not read)."""
+    return int(load(os.path.join(run_dir, "ckpt", "last.pt"), mmap=True)["step"])
+
+
 def check_layout(state: dict[str, Any], run_dir: str, world: int, num_envs: int) -> None:
     """A run continues on as many processes and env copies as it ran on: each process holds
     its own env copies and buffers, and the checkpoint holds each copy's exact state."""

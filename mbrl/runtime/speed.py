@@ -65,13 +65,17 @@ class CompileChoice:
     why: str  # one line for the start block
 
 
-def resolve_compile(cfg: Config, device: torch.device, world: int, amp: str) -> CompileChoice:
-    """``compile``: true | false | auto (on from :data:`AUTO_COMPILE_UPDATES` SAC updates).
-    CUDA graphs go with compiling on CUDA, except under torchrun (the gradient all-reduce
-    stays outside graphs) and amp=fp16 (GradScaler reads its scale on the host)."""
+def resolve_compile(
+    cfg: Config, device: torch.device, world: int, amp: str, start: int = 0
+) -> CompileChoice:
+    """``compile``: true | false | auto (on from :data:`AUTO_COMPILE_UPDATES` SAC updates
+    left to this process: from env step ``start``, a resume's). CUDA graphs go with compiling
+    on CUDA, except under torchrun (the gradient all-reduce stays outside graphs) and
+    amp=fp16 (GradScaler reads its scale on the host)."""
     if cfg.compile == "false":
         return CompileChoice(False, False, "off (compile=false)")
-    updates = sac_updates(cfg)
+    updates = sac_updates(cfg, start)
+    left = " left" if start else ""
     short = short_budget(cfg, device)
     if cfg.compile == "auto":
         kind = device.type if device.type in AUTO_COMPILE_UPDATES else "cpu"
@@ -81,12 +85,12 @@ def resolve_compile(cfg: Config, device: torch.device, world: int, amp: str) -> 
             return CompileChoice(False, False, f"off (auto: the compiled SAC update, {gain})")
         if updates < need:
             return CompileChoice(
-                False, False, f"off (auto: {updates:,} SAC updates < {need:,} that repay a cold "
-                f"warm-up of ~{COLD_WARMUP_SECONDS[kind]:.0f} s at {gain})"
+                False, False, f"off (auto: {updates:,} SAC updates{left} < {need:,} that repay a "
+                f"cold warm-up of ~{COLD_WARMUP_SECONDS[kind]:.0f} s at {gain})"
             )  # fmt: skip
         if short:
             return CompileChoice(False, False, f"off (auto: {short})")
-        why = f"on (auto: {updates:,} SAC updates >= {need:,}; compiled {gain})"
+        why = f"on (auto: {updates:,} SAC updates{left} >= {need:,}; compiled {gain})"
     else:
         why = "on (compile=true" + (f"; {short}: the warm-up counts into it)" if short else ")")
     graphs = device.type == "cuda" and world == 1 and amp != "fp16"
@@ -106,11 +110,11 @@ def short_budget(cfg: Config, device: torch.device) -> str | None:
     )
 
 
-def resolve_speed(cfg: Config, device: torch.device, world: int) -> Speed:
+def resolve_speed(cfg: Config, device: torch.device, world: int, start: int = 0) -> Speed:
     """Every speed setting of a run as one value: amp per component, compile, CUDA graphs and
-    TF32 (``tf32`` acts on CUDA only)."""
+    TF32 (``tf32`` acts on CUDA only); ``start``: the env step this process starts at."""
     sac_amp = resolve_amp(cfg.amp, device, "sac")
-    choice = resolve_compile(cfg, device, world, sac_amp)
+    choice = resolve_compile(cfg, device, world, sac_amp, start)
     return Speed(
         sac_amp=sac_amp,
         model_amp=resolve_amp(cfg.amp, device, "model"),
