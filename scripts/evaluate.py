@@ -19,7 +19,13 @@ import os
 import sys
 
 from mbrl.runtime.progress import episodes
-from mbrl.tools.eval_checkpoint import EvaluateError, evaluate, logged_return, record_video
+from mbrl.tools.eval_checkpoint import (
+    EvaluateError,
+    check_video_path,
+    evaluate,
+    logged_return,
+    record_video,
+)
 
 SEED, EPISODES = 123, 10  # the default episodes: env seeds 123..132
 
@@ -53,6 +59,8 @@ def main() -> int:
         args.seed = SEED if args.seed is None else args.seed
         args.episodes = EPISODES if args.episodes is None else args.episodes
     try:
+        if args.video:  # (a path that cannot be written is said before the episodes run)
+            check_video_path(args.video)
         r = evaluate(args.run_dir, args.ckpt, args.episodes, args.seed, args.sample)
         n, seed = int(r["episodes"]), int(r["seed"])
         which = "training's evaluation episodes" if args.as_training else "--seed"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from mbrl.evaluator import DeterministicPolicy, Evaluator, episode_metrics, sequ
 from mbrl.tools.eval_checkpoint import (
     EvaluateError,
     build_actor,
+    check_video_path,
     evaluate,
     load_run,
     record_video,
@@ -138,6 +140,19 @@ def test_sampled_actions_are_the_policys_draws_from_the_seed(finished_run: str) 
 def test_bad_runs_and_checkpoints_fail_clearly(finished_run: str, tmp_path: str) -> None:
     with pytest.raises(EvaluateError, match="not a FlowMBPO run folder"):
         evaluate(str(tmp_path), "last", 1, 0)
+    missing = os.path.join(tmp_path, "nope")
+    with pytest.raises(EvaluateError, match=f"^{re.escape(repr(missing))} does not exist$"):
+        evaluate(missing, "last", 1, 0)
+    # a checkpoint file for its run folder; a folder of runs (a campaign's) for one of them
+    last = os.path.join(finished_run, "ckpt", "last.pt")
+    said = f"is a file; give its run folder and the checkpoint: {finished_run} --ckpt last"
+    with pytest.raises(EvaluateError, match=re.escape(said)):
+        evaluate(last, "last", 1, 0)
+    parent = os.path.dirname(finished_run)
+    with pytest.raises(EvaluateError, match="holds runs but is not one: give a run folder, e.g. "):
+        evaluate(parent, "last", 1, 0)
+    # a checkpoint named as its file is
+    assert evaluate(finished_run, "last.pt", 1, 0) == evaluate(finished_run, "last", 1, 0)
     with pytest.raises(
         EvaluateError, match=r"iteration_999\.pt' does not exist; the run has: ckpt_best"
     ):
@@ -158,7 +173,11 @@ def test_bad_runs_and_checkpoints_fail_clearly(finished_run: str, tmp_path: str)
 
 
 def test_video_is_written_or_refused_clearly(finished_run: str, tmp_path: str) -> None:
+    nowhere = os.path.join(tmp_path, "no_such_folder", "x.gif")
+    with pytest.raises(EvaluateError, match=r"the folder .*no_such_folder does not exist"):
+        check_video_path(nowhere)  # (evaluate.py: before the episodes run)
     path = os.path.join(tmp_path, "episode.gif")
+    check_video_path(path)
     try:
         frames = record_video(finished_run, "last", path, seed=0)
     except EvaluateError as err:  # no GL backend or no pygame on this machine

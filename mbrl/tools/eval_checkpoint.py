@@ -6,6 +6,8 @@ names the file and what is wrong.
 
 from __future__ import annotations
 
+import glob
+import importlib.util
 import os
 from typing import Any
 
@@ -31,12 +33,14 @@ def load_run(run_dir: str, which: str) -> tuple[Config, dict[str, Any]]:
     of an ``iteration_N.pt`` snapshot), checked against each other."""
     cfg_path = os.path.join(run_dir, "config.yaml")
     if not os.path.isfile(cfg_path):
-        raise EvaluateError(f"{run_dir!r} is not a FlowMBPO run folder: no config.yaml")
+        raise EvaluateError(not_a_run(run_dir))
     try:
         cfg = load_config(cfg_path, read_here=True)  # (a GPU run is read on the CPU too)
     except ConfigError as err:
         raise EvaluateError(f"{cfg_path}: {err}") from None
     names = {"best": "ckpt_best.pt", "last": "last.pt"}
+    which = {"ckpt_best.pt": "best", "last.pt": "last"}.get(which, which)  # (a file's name)
+    which = which.removeprefix("iteration_").removesuffix(".pt")
     if which not in names and not which.isdigit():
         why = "use best, last or an env-step count N"
         raise EvaluateError(f"--ckpt {which!r} is not allowed; {why}")
@@ -52,6 +56,36 @@ def load_run(run_dir: str, which: str) -> tuple[Config, dict[str, Any]]:
     except CheckpointError as err:
         raise EvaluateError(str(err)) from None
     return cfg, state
+
+
+def not_a_run(path: str) -> str:
+    """Why ``path`` is no run folder, and what to give instead."""
+    if not os.path.exists(path):
+        return f"{path!r} does not exist"
+    if os.path.isfile(path):
+        names = {"last.pt": "last", "ckpt_best.pt": "best"}
+        name = os.path.basename(path)
+        which = names.get(name) or name.removeprefix("iteration_").removesuffix(".pt")
+        run = os.path.dirname(os.path.dirname(os.path.abspath(path)))
+        return f"{path!r} is a file; give its run folder and the checkpoint: {run} --ckpt {which}"
+    runs = sorted(os.path.dirname(c) for c in glob.glob(os.path.join(path, "**", "config.yaml"),
+                                                         recursive=True))  # fmt: skip
+    if runs:
+        more = f" (and {len(runs) - 1} more)" if len(runs) > 1 else ""
+        return f"{path!r} holds runs but is not one: give a run folder, e.g. {runs[0]}{more}"
+    return f"{path!r} is not a FlowMBPO run folder: no config.yaml"
+
+
+def check_video_path(path: str) -> None:
+    """Before any episode runs: ``--video``'s folder exists, and an .mp4 has its writer."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise EvaluateError(f"--video {path}: the folder {folder} does not exist; create it first")
+    if not path.endswith(".gif") and importlib.util.find_spec("imageio_ffmpeg") is None:
+        raise EvaluateError(
+            f"--video {path}: only .gif can be written here (an .mp4 needs imageio-ffmpeg: "
+            'pip install -e ".[video]")'
+        )
 
 
 def logged_return(run_dir: str, step: int) -> float | None:
