@@ -149,7 +149,7 @@ def test_bad_runs_and_checkpoints_fail_clearly(finished_run: str, tmp_path: str)
     with pytest.raises(EvaluateError, match=re.escape(said)):
         evaluate(last, "last", 1, 0)
     parent = os.path.dirname(finished_run)
-    with pytest.raises(EvaluateError, match="holds runs but is not one: give a run folder, e.g. "):
+    with pytest.raises(EvaluateError, match=r"holds runs but is not one: give a run folder"):
         evaluate(parent, "last", 1, 0)
     # a checkpoint named as its file is
     assert evaluate(finished_run, "last.pt", 1, 0) == evaluate(finished_run, "last", 1, 0)
