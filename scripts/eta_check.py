@@ -45,9 +45,11 @@ def main(argv: list[str] | None = None) -> int:
         rows = [json.loads(line) for line in f if line.strip()]
     logged = sorted({int(r["step"]) for r in rows if "time/wall" in r})
     at = args.at if args.at is not None else first_estimate(cfg, rows)
-    if at is None or at not in logged:
-        what = "never ready" if at is None else f"--at {at} is not a log step"
-        parser.error(f"{args.run}: the estimate was {what}; log steps: {logged[:5]}...")
+    shown = ", ".join(f"{s:,}" for s in logged[:8]) + (", ..." if len(logged) > 8 else "")
+    if at is None:
+        parser.error(f"{args.run}: the estimate was never ready; its log steps: {shown}")
+    if at not in logged:
+        parser.error(f"--at {at:,} is not one of {args.run}'s log steps: {shown}")
     print(report(cfg, rows, at, args.rows))
     return 0
 
@@ -59,7 +61,8 @@ def report(cfg: Config, rows: list[dict[str, Any]], at: int, shown: int) -> str:
     points = wall_check(cfg, rows, at)
     lines = [f"estimate at step {at:,}: about {duration(left)} to step {cfg.total_steps:,}"]
     if not points:
-        return "\n".join([*lines, "(no later log step in the same process)"])
+        # (the replay goes on from `at` to the first resume: a later process's steps are left)
+        return "\n".join([*lines, "(no later log step in the process that made it)"])
     every = -(-len(points) // max(shown, 1))  # (ceil: at most ``shown`` rows, and the last)
     picked = points[every - 1 :: every]
     if picked[-1] is not points[-1]:

@@ -97,3 +97,7 @@ def test_the_script_prints_the_check_and_refuses_a_folder_without_a_run(tmp_path
     assert out[-1].split()[0] == "9,000"  # (the last log step the process reached)
     empty = subprocess.run([sys.executable, SCRIPT, str(tmp_path)], capture_output=True, text=True)
     assert empty.returncode == 2 and "no config.yaml" in empty.stderr
+    at = [sys.executable, SCRIPT, run, "--at", "6250"]
+    off = subprocess.run(at, capture_output=True, text=True)
+    said = f"eta_check.py: error: --at 6,250 is not one of {run}'s log steps: 1,000, 2,000, "
+    assert off.returncode == 2 and said in off.stderr, off.stderr
