@@ -93,3 +93,23 @@ def test_probe_refuses_a_missing_checkpoint_in_one_line(mbpo_run: str) -> None:
     )
     assert out.returncode == 2 and out.stderr.startswith("error: checkpoint ")
     assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_a_snapshot_before_any_fit_or_update_says_so(mbpo_run: str, tmp_path: str) -> None:
+    """A model not fitted yet and critics never updated (a snapshot of the random steps)
+    are named as such, not reported as errors of a trained run."""
+    import shutil
+
+    from mbrl.runtime.checkpoint import load, save_atomic
+
+    run = os.path.join(tmp_path, "run")
+    shutil.copytree(mbpo_run, run)
+    state = load(os.path.join(run, "ckpt", "iteration_200.pt"))
+    state["algorithm"]["model_trainer"]["fits"], state["updates"] = 0, 0  # (as at step 100)
+    save_atomic(state, os.path.join(run, "ckpt", "iteration_100.pt"))
+    cmd = [sys.executable, PROBE, run, "--ckpt", "100", "--episodes", "1", "--draws", "2"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "model: not fitted yet at this step" in out.stdout and "  reward " not in out.stdout
+    assert "critics: not trained yet at this step (no SAC update yet)" in out.stdout
+    assert "Q(s, a)" not in out.stdout

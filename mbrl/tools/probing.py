@@ -145,7 +145,10 @@ def probe(cfg: Config, state: dict[str, Any], episodes: int, seed: int, draws: i
         f"{seed + episodes - 1}): return {np.mean(rets):.1f} ± {np.std(rets):.1f}, mean length "
         f"{len(ep.rew) / episodes:.0f}"
     ]
-    if state["algorithm"].get("model") is not None and cfg.algorithm.name == "mbpo":
+    fits = int((state["algorithm"].get("model_trainer") or {}).get("fits", 1))
+    if state["algorithm"].get("model") is not None and cfg.algorithm.name == "mbpo" and not fits:
+        lines.append("model: not fitted yet at this step (its first fit ends the random steps)")
+    elif state["algorithm"].get("model") is not None and cfg.algorithm.name == "mbpo":
         model = DynamicsModel(agent.obs_dim, agent.act_dim, cfg.model)
         model.load_state_dict(state["algorithm"]["model"])
         m = model_report(model, cfg, ep, draws)
@@ -163,6 +166,8 @@ def probe(cfg: Config, state: dict[str, Any], episodes: int, seed: int, draws: i
             + ("" if np.isnan(ended) else f", {100 * ended:.0f} % where it ended")
             + ")",
         ]
+    if not int(state.get("updates", 1)):
+        return "\n".join([*lines, "critics: not trained yet at this step (no SAC update yet)"])
     c = critic_report(agent, ep, agent.gamma)
     lines += [
         f"critics (alpha {c['alpha']:.3f}, gamma {agent.gamma}), rows in each episode's first "
