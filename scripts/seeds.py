@@ -57,7 +57,7 @@ def arguments() -> argparse.Namespace:
     )
     p.add_argument("out", help="the campaign's folder (its runs, manifest and report)")
     p.add_argument("overrides", nargs="*", help="hydra overrides for every run")
-    p.add_argument("--seeds", default="0-2", help="0-4 or 0,1,2 (default 0-2)")
+    p.add_argument("--seeds", help="0-4 or 0,1,2 (default 0-2; with --report-only, the campaign's)")
     p.add_argument(
         "--vary", action="append", default=[], help="key=v1,v2: one variant per value "
         "(several --vary: every combination)"
@@ -87,7 +87,10 @@ def arguments() -> argparse.Namespace:
     p.add_argument("--reference", help="a published curve: CSV step,mean,std")
     p.add_argument("--report", help="folder for the report (default OUT)")
     p.add_argument("--report-every", type=float, default=300.0, help="seconds between reports")
-    p.add_argument("--report-only", action="store_true", help="write the report and exit")
+    p.add_argument(
+        "--report-only", action="store_true", help="write the report and exit (overrides, "
+        "variants and seeds not given: the campaign's own, from OUT/seeds.json)"
+    )  # fmt: skip
     return p.parse_intermixed_args(_joined(sys.argv[1:]))
 
 
@@ -202,7 +205,9 @@ def commit() -> str:
 def _checked(args: argparse.Namespace) -> tuple[Any, ...]:
     """The command's seeds, variants, budget, steps, device and manifest, every value checked
     before anything runs (ValueError: what is wrong, in one line)."""
-    seeds, arms = parse_seeds(args.seeds), variants(args.vary, args.variant)
+    if args.report_only:
+        _as_the_campaign(args)
+    seeds, arms = parse_seeds(args.seeds or "0-2"), variants(args.vary, args.variant)
     budget = check_budget(args.budget) if args.budget else None
     if args.steps is not None and args.steps < 1:
         raise ValueError(f"--steps {args.steps}: give a positive number of env steps per run")
@@ -215,6 +220,16 @@ def _checked(args: argparse.Namespace) -> tuple[Any, ...]:
     reference = reference_for(args.reference, envs)
     plan = manifest(args.out, args.overrides, arms, seeds, write=not args.report_only)
     return seeds, arms, budget, steps, device, reference, plan
+
+
+def _as_the_campaign(args: argparse.Namespace) -> None:
+    """A report: overrides, variants and seeds left out are the campaign's (seeds.json)."""
+    saved = _read_json(os.path.join(args.out, CAMPAIGN), None) or {}
+    args.overrides = args.overrides or list(saved.get("base", []))
+    if not args.vary and not args.variant:
+        args.variant = [" ".join(v) for v in saved.get("variants", [])]
+    if args.seeds is None and saved:
+        args.seeds = ",".join(str(s) for s in saved["seeds"])
 
 
 def main() -> int:

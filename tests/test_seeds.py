@@ -109,6 +109,16 @@ def test_report_matches_the_runs_and_a_rerun_continues(tmp_path: str) -> None:
     assert cells["300"]["n"] == 1 and cells["200"]["n"] == 2
     done = seeds(out, *one, "--steps", "300")  # nothing left to do
     assert done.returncode == 0 and "starts" not in done.stderr and "continues" not in done.stderr
+    # --report-only given nothing else: the campaign's overrides, variants and seeds
+    bare = os.path.join(tmp_path, "bare")
+    cmd = [sys.executable, os.path.join(ROOT, "scripts", "seeds.py"), out]
+    res = subprocess.run([*cmd, "--report-only", "--report", bare], capture_output=True,
+                         text=True, timeout=120, cwd=ROOT)  # fmt: skip
+    assert res.returncode == 0 and "(4 runs)" in res.stderr, res.stderr
+    with open(os.path.join(out, "summary.json"), encoding="utf-8") as f:
+        whole = json.load(f)["variants"]
+    with open(os.path.join(bare, "summary.json"), encoding="utf-8") as f:
+        assert json.load(f)["variants"] == whole
 
     # A campaign of one variant: its bundle holds runs/<variant>/seed_<N>/ as the folder does
     solo, one_report = os.path.join(tmp_path, "solo"), os.path.join(tmp_path, "one")
