@@ -20,7 +20,7 @@ import sys
 from mbrl.tools.figures import plot_curves, plot_phases
 from mbrl.tools.plotting import check_runs, find_runs, group, repeated_seeds, summary_table
 from mbrl.tools.published import reference_for
-from mbrl.tools.seed_report import CAMPAIGN, campaign_order, tables
+from mbrl.tools.seed_report import CAMPAIGN, campaign_order, still_running, tables
 
 
 def main() -> int:
@@ -89,6 +89,7 @@ def main() -> int:
             )
         settings.sort(key=lambda s: s.label != args.baseline)
     print(f"{len(runs)} runs, {len(settings)} settings")
+    print(still_running([r.path for r in runs]), file=sys.stderr, end="")
     for line in repeated_seeds(settings):
         print(line, file=sys.stderr)
     print(summary_table(settings, args.metric))

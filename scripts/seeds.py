@@ -24,7 +24,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from typing import Any
 
 from mbrl.envs.vector import CORES_ENV
@@ -32,7 +31,7 @@ from mbrl.runtime.utils import write_atomic
 from mbrl.tools.mps import MODES, Mps, wanted
 from mbrl.tools.mps import start as start_mps
 from mbrl.tools.published import reference_for
-from mbrl.tools.seed_report import CAMPAIGN, load_settings, plural, write_report
+from mbrl.tools.seed_report import CAMPAIGN, load_settings, plural, report_only, write_report
 from mbrl.tools.seed_runs import (
     ROOT,
     Job,
@@ -273,7 +272,7 @@ def main() -> int:
         write_report(report_dir, load_settings(by_variant), invocations, reference, header)
 
     if args.report_only:
-        return _report_only(args.out, report_dir, chosen, report)
+        return report_only(args.out, report_dir, chosen, report)
     units, split = batches(chosen, args.batch)
     procs = record["procs"] = min(procs, len(units)) or procs  # (processes that run at once)
     deadline = time.time() + budget if budget else float("inf")
@@ -305,25 +304,6 @@ def main() -> int:
     print(f"report: {os.path.join(report_dir, 'summary.md')}", file=sys.stderr)
     failed = [j.name for j in chosen if j.outcome.startswith("failed")]
     return 1 if failed else 0
-
-
-def _report_only(out: str, report_dir: str, chosen: list[Job], report: Callable[[], None]) -> int:
-    """--report-only: the report of the runs that have metrics; none at all is refused before
-    anything is written (a wrong folder would otherwise replace a report with an empty one)."""
-    have = [j for j in chosen if os.path.isfile(os.path.join(j.path, "metrics.jsonl"))]
-    if not have:
-        where = os.path.join(out, "runs", "<variant>", "seed_<N>", "metrics.jsonl")
-        print(
-            f"error: --report-only: none of the {len(chosen)} runs asked for has metrics "
-            f"(each run's are read from {where}); nothing was written",
-            file=sys.stderr,
-        )
-        return 2
-    report()
-    missing = [j.name for j in chosen if j not in have]
-    without = f"; without metrics yet: {', '.join(missing)}" if missing else ""
-    print(f"wrote the report in {report_dir} ({len(have)} runs{without})", file=sys.stderr)
-    return 0
 
 
 def _start(

@@ -306,3 +306,29 @@ def test_plots_that_would_mislead_or_be_empty_are_refused_in_one_line(tmp_path: 
     proc = subprocess.run([*plot, *args], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and "model/holdout_nll there (mean ± std)" in proc.stdout
     assert os.path.isfile(out)
+
+
+def test_runs_a_live_process_is_writing_are_named(tmp_path: str) -> None:
+    """A run folder whose .lock names a live process (not this one) is still being written:
+    plot.py says so; a lock left by a killed process (its pid gone) is no live run."""
+    from mbrl.runtime.runlock import held_by_another
+
+    path = _run_folder(str(tmp_path), "hopper_0", ["env=hopper", "seed=0"], hydra=True)
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        with open(os.path.join(path, ".lock"), "w", encoding="ascii") as f:
+            f.write(f"pid {live.pid}\n")
+        assert held_by_another(path)
+        plot = [sys.executable, os.path.join(ROOT, "scripts", "plot.py"), path]
+        proc = subprocess.run(plot, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        assert f"note: still being written by a live process, shown as far as now: {path}" in (
+            proc.stderr
+        )
+    finally:
+        live.kill()
+        live.wait()
+    assert not held_by_another(path)  # (the pid is gone: a lock left behind)
+    with open(os.path.join(path, ".lock"), "w", encoding="ascii") as f:
+        f.write(f"pid {os.getpid()}\n")
+    assert not held_by_another(path)  # (this process's own)

@@ -47,6 +47,26 @@ def acquire(run_dir: str) -> None:
     _held[key] = f
 
 
+def held_by_another(run_dir: str) -> bool:
+    """Whether another live process on this machine holds ``run_dir``'s lock, read from the
+    pid the lock file names (taking the lock to see, even shared, could refuse a run that
+    starts at that moment)."""
+    try:
+        with open(os.path.join(run_dir, ".lock"), encoding="ascii") as f:
+            pid = int(f.read().split()[1])
+    except (OSError, ValueError, IndexError):  # (no lock file: no run writes there)
+        return False
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)  # (signal 0: whether the process exists)
+    except ProcessLookupError:
+        return False  # (killed: its lock file stayed behind)
+    except PermissionError:
+        return True
+    return True
+
+
 def _same_file(f: IO[str], path: str) -> bool:
     try:
         return os.stat(path).st_ino == os.fstat(f.fileno()).st_ino

@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import tarfile
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from mbrl.runtime import runlock
 from mbrl.runtime.utils import write_atomic
 from mbrl.tools.figures import plot_curves
 from mbrl.tools.plotting import Reference, Run, Setting, load_run
-from mbrl.tools.seed_runs import Variant
+from mbrl.tools.seed_runs import Job, Variant
 from mbrl.tools.seed_speed import speed_lines
 from mbrl.tools.seed_tables import (
     RETURN,
@@ -103,6 +106,15 @@ def _json(settings: list[Setting]) -> dict[str, object]:
         if found is not None:
             pairs[label]["overall"] = found[0].as_dict() | {"first": found[1], "last": found[2]}
     return {"variants": data, "paired": pairs}
+
+
+def still_running(paths: list[str]) -> str:
+    """A note (its line, or "") on the runs a live process is writing now: their last
+    evaluations are not their last."""
+    live = [p for p in paths if runlock.held_by_another(p)]
+    if not live:
+        return ""
+    return f"note: still being written by a live process, shown as far as now: {', '.join(live)}\n"
 
 
 def plural(n: int, word: str) -> str:
@@ -198,3 +210,23 @@ def load_settings(variants: list[tuple[str, list[str]]]) -> list[Setting]:
         runs = [load_run(p) for p in paths if os.path.isfile(os.path.join(p, "metrics.jsonl"))]
         settings.append(Setting(label, runs))
     return settings
+
+
+def report_only(out: str, report_dir: str, chosen: list[Job], report: Callable[[], None]) -> int:
+    """--report-only: the report of the runs that have metrics; none at all is refused before
+    anything is written (a wrong folder would otherwise replace a report with an empty one)."""
+    have = [j for j in chosen if os.path.isfile(os.path.join(j.path, "metrics.jsonl"))]
+    if not have:
+        where = os.path.join(out, "runs", "<variant>", "seed_<N>", "metrics.jsonl")
+        print(
+            f"error: --report-only: none of the {len(chosen)} runs asked for has metrics "
+            f"(each run's are read from {where}); nothing was written",
+            file=sys.stderr,
+        )
+        return 2
+    report()
+    missing = [j.name for j in chosen if j not in have]
+    without = f"; without metrics yet: {', '.join(missing)}" if missing else ""
+    print(f"wrote the report in {report_dir} ({len(have)} runs{without})", file=sys.stderr)
+    print(still_running([j.path for j in have]), file=sys.stderr, end="")
+    return 0
