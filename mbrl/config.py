@@ -239,9 +239,9 @@ class Config:
     # auto (per component: mbrl.runtime.speed.AUTO_AMP) | off | bf16 | fp16
     amp: str = "auto"
     # torch.compile the SAC update and the model-fit step (CUDA: each as one CUDA graph):
-    # true | false (eager) | auto (on when the run has enough SAC updates left, a resume
-    # from its step, to repay a cold warm-up at the gain measured on the device, never where
-    # compiled measured slower; mbrl.runtime.speed.AUTO_COMPILE_UPDATES)
+    # true | false (eager) | auto (on when the run has enough SAC updates to repay a cold
+    # warm-up at the gain measured on the device, never where compiled measured slower;
+    # mbrl.runtime.speed.AUTO_COMPILE_UPDATES; a resume keeps its run's choice)
     compile: str = "auto"
     # CUDA: fp32 matmuls of SAC updates, model fits and rollouts on TF32 tensor cores
     tf32: bool = True

@@ -16,9 +16,11 @@ from collections.abc import Iterator
 from dataclasses import asdict
 from typing import Any, Protocol
 
+import torch
 from torch import Tensor
 
 from mbrl import collectives
+from mbrl.compiled import Speed
 from mbrl.config import Config
 from mbrl.mbpo import MBPO, OWN
 from mbrl.runtime import checkpoint
@@ -40,6 +42,8 @@ class Run(Protocol):
     clock: RunClock  # the estimate of the time left: its rates go with the run
     timer: PhaseTimer
     logger: Logger | SilentLogger  # its position in the metrics: a resume appends there
+    speed: Speed  # compile=auto's choice goes with the run (a resume makes the same)
+    device: torch.device
 
 
 def state_dict(t: Run) -> dict[str, Any] | None:
@@ -54,6 +58,7 @@ def state_dict(t: Run) -> dict[str, Any] | None:
         "env": t.config.env.name,
         "config": asdict(t.config),
         "world_size": t.world,
+        "compiled": {"device": t.device.type, "on": t.speed.compile},
         **algo,  # step, updates, agent, algorithm (the model side)
         "best_return": t.best_return,
         "best_step": t.best_step,

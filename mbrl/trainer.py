@@ -53,8 +53,9 @@ class Trainer:
         obs_dim, act_dim = vector_dims(envs)
         check_memory(cfg, obs_dim, act_dim, self.device)  # before anything large is allocated
         self.ckpt_sizes = checkpoint_sizes(self.config, obs_dim, act_dim)
-        start = checkpoint.saved_step(cfg.resume) if cfg.resume else 0  # (compile=auto's)
-        self.speed = resolve_speed(cfg, self.device, self.world, start)
+        # compile=auto on a resume: the run's own choice (compiled and eager round apart)
+        kept = checkpoint.compiled_before(cfg.resume, self.device) if cfg.resume else None
+        self.speed = resolve_speed(cfg, self.device, self.world, kept)
         self.algo = MBPO(cfg, envs, self.device, self.speed, rank=self.rank, world=self.world)
         self.evaluator = _evaluator(cfg, self.algo.acting.device) if self.main else None
         self.compiled: dict[str, Compiled] = {}  # what was compiled: warm-up time, failure

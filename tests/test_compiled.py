@@ -198,10 +198,13 @@ def test_compile_auto_compiles_runs_long_enough_to_repay_the_warm_up() -> None:
     # the count is the run's own (as the ETA counts it): 3 env copies round 1001 steps up to 1002
     copies = tiny_config(total_steps=1001, **{**g, "env.num_envs": 3})
     assert f"(auto: {(1002 - 100) * 20:,} SAC updates" in resolve_compile(copies, cpu, 1, "off").why
-    # a resume counts the updates left to it: the long run resumed one env step past the
-    # break-even point no longer repays a warm-up
-    resumed = resolve_compile(long, cpu, 1, "off", start=101)
-    assert not resumed.on and f"(auto: {(steps - 1) * 20:,} SAC updates left <" in resumed.why
+    # a resume keeps the choice its run made on this kind of device (compiled and eager
+    # round apart: the resumed run is to equal the uninterrupted one), whatever is left
+    for kept in (False, True):
+        for cfg in (short, long):
+            resumed = resolve_compile(cfg, cpu, 1, "off", kept=kept)
+            assert resumed.on == kept and "as the run chose before this resume" in resumed.why
+    assert resolve_compile(forced, cpu, 1, "off", kept=False).on  # (compile=true is obeyed)
 
 
 def test_compile_auto_never_picks_a_path_measured_slower(monkeypatch: pytest.MonkeyPatch) -> None:

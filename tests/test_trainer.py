@@ -523,7 +523,10 @@ def test_a_resume_says_how_many_logged_lines_past_its_checkpoint_it_dropped(
     assert past and max(r["step"] for r in past) == 300
     capsys.readouterr()
     resumed = Trainer(tiny_config(resume=killed), killed)
-    assert "(auto: 200 SAC updates left <" in resumed.speed.why  # (compile=auto: from 200 on)
+    assert resumed.speed.why == "off (auto: as the run chose before this resume)"
+    longer = Trainer(tiny_config(resume=run, total_steps=10**6), run)  # (auto would compile)
+    assert longer.speed.why == "off (auto: as the run chose before this resume)"
+    longer.end()  # (its folder's lock)
     resumed.run()
     assert len(past) == 1  # (the log line at 300; the evaluations are at 200 and 400)
     said = "from step 200 (ckpt/last.pt); 1 metric line logged after it (to step 300) dropped"

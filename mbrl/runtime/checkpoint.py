@@ -140,9 +140,11 @@ def load(path: str, env_name: str | None = None, mmap: bool = False) -> dict[str
     return state
 
 
-def saved_step(run_dir: str) -> int:
-    """The env step ``run_dir``'s ``ckpt/last.pt`` holds (its tensors mapped, not read)."""
-    return int(load(os.path.join(run_dir, "ckpt", "last.pt"), mmap=True)["step"])
+def compiled_before(run_dir: str, device: torch.device) -> bool | None:
+    """Whether the run in ``run_dir`` compiled when its ``ckpt/last.pt`` was written, on a
+    device of this kind (None: another kind, or a checkpoint from before it was saved)."""
+    saved = load(os.path.join(run_dir, "ckpt", "last.pt"), mmap=True).get("compiled")
+    return bool(saved["on"]) if saved and saved["device"] == device.type else None
 
 
 def check_layout(state: dict[str, Any], run_dir: str, world: int, num_envs: int) -> None:

@@ -66,16 +66,19 @@ class CompileChoice:
 
 
 def resolve_compile(
-    cfg: Config, device: torch.device, world: int, amp: str, start: int = 0
+    cfg: Config, device: torch.device, world: int, amp: str, kept: bool | None = None
 ) -> CompileChoice:
-    """``compile``: true | false | auto (on from :data:`AUTO_COMPILE_UPDATES` SAC updates
-    left to this process: from env step ``start``, a resume's). CUDA graphs go with compiling
-    on CUDA, except under torchrun (the gradient all-reduce stays outside graphs) and
-    amp=fp16 (GradScaler reads its scale on the host)."""
+    """``compile``: true | false | auto (on from :data:`AUTO_COMPILE_UPDATES` SAC updates;
+    a resume keeps the choice its run made on this kind of device, ``kept``: compiled and
+    eager steps round apart, and a resume is to equal the run uninterrupted). CUDA graphs go
+    with compiling on CUDA, except under torchrun (the gradient all-reduce stays outside
+    graphs) and amp=fp16 (GradScaler reads its scale on the host)."""
     if cfg.compile == "false":
         return CompileChoice(False, False, "off (compile=false)")
-    updates = sac_updates(cfg, start)
-    left = " left" if start else ""
+    if cfg.compile == "auto" and kept is not None:
+        why = f"{'on' if kept else 'off'} (auto: as the run chose before this resume)"
+        return _with_graphs(kept, why, device, world, amp)
+    updates = sac_updates(cfg)
     short = short_budget(cfg, device)
     if cfg.compile == "auto":
         kind = device.type if device.type in AUTO_COMPILE_UPDATES else "cpu"
@@ -85,14 +88,21 @@ def resolve_compile(
             return CompileChoice(False, False, f"off (auto: the compiled SAC update, {gain})")
         if updates < need:
             return CompileChoice(
-                False, False, f"off (auto: {updates:,} SAC updates{left} < {need:,} that repay a "
+                False, False, f"off (auto: {updates:,} SAC updates < {need:,} that repay a "
                 f"cold warm-up of ~{COLD_WARMUP_SECONDS[kind]:.0f} s at {gain})"
             )  # fmt: skip
         if short:
             return CompileChoice(False, False, f"off (auto: {short})")
-        why = f"on (auto: {updates:,} SAC updates{left} >= {need:,}; compiled {gain})"
+        why = f"on (auto: {updates:,} SAC updates >= {need:,}; compiled {gain})"
     else:
         why = "on (compile=true" + (f"; {short}: the warm-up counts into it)" if short else ")")
+    return _with_graphs(True, why, device, world, amp)
+
+
+def _with_graphs(on: bool, why: str, device: torch.device, world: int, amp: str) -> CompileChoice:
+    """Compiling (``on``) and, on CUDA, the CUDA graphs that go with it where they can."""
+    if not on:
+        return CompileChoice(False, False, why)
     graphs = device.type == "cuda" and world == 1 and amp != "fp16"
     if device.type == "cuda":
         why += ", CUDA graphs" if graphs else ", no CUDA graphs (torchrun or amp=fp16)"
@@ -110,11 +120,11 @@ def short_budget(cfg: Config, device: torch.device) -> str | None:
     )
 
 
-def resolve_speed(cfg: Config, device: torch.device, world: int, start: int = 0) -> Speed:
+def resolve_speed(cfg: Config, device: torch.device, world: int, kept: bool | None = None) -> Speed:
     """Every speed setting of a run as one value: amp per component, compile, CUDA graphs and
-    TF32 (``tf32`` acts on CUDA only); ``start``: the env step this process starts at."""
+    TF32 (``tf32`` acts on CUDA only); ``kept``: a resumed run's compile choice."""
     sac_amp = resolve_amp(cfg.amp, device, "sac")
-    choice = resolve_compile(cfg, device, world, sac_amp, start)
+    choice = resolve_compile(cfg, device, world, sac_amp, kept)
     return Speed(
         sac_amp=sac_amp,
         model_amp=resolve_amp(cfg.amp, device, "model"),
