@@ -23,7 +23,7 @@ from mbrl.runtime import checkpoint, distributed, interrupt, report, runlock
 from mbrl.runtime.capacity import check_memory, checkpoint_sizes
 from mbrl.runtime.eta import RunClock
 from mbrl.runtime.interrupt import StopRequest
-from mbrl.runtime.logger import Logger, SilentLogger, WandbSink
+from mbrl.runtime.logger import Logger, SilentLogger, WandbSink, set_aside_logs
 from mbrl.runtime.progress import Progress, episodes
 from mbrl.runtime.speed import resolve_speed
 from mbrl.runtime.timer import PhaseTimer
@@ -87,6 +87,8 @@ class Trainer:
 
     def _start_files(self, run_dir: str) -> None:
         runlock.acquire(run_dir)  # one process per run folder
+        if self.resumed_at is None and (moved := set_aside_logs(run_dir)):
+            print(moved, file=sys.stderr)  # (a run that saved no checkpoint: kept, not mixed)
         with open(os.path.join(run_dir, "config.yaml"), "w", encoding="utf-8") as f:
             f.write(to_yaml(self.config))
         lc = self.cfg.logger

@@ -532,3 +532,24 @@ def test_a_resume_says_how_many_logged_lines_past_its_checkpoint_it_dropped(
     said = "from step 200 (ckpt/last.pt); 1 metric line logged after it (to step 300) dropped"
     assert said + ": this run logs those steps again" in capsys.readouterr().err
     assert _comparable(_rows(killed)) == _comparable(_rows(run))
+
+
+def test_a_new_run_in_a_folder_of_a_run_without_checkpoint_keeps_those_logs_apart(
+    tmp_path: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run stopped before its first checkpoint (a full disk, a crash) leaves logs and no
+    checkpoint; a new run there may start (nothing to resume) but neither appends to those
+    logs nor drops them: they move to earlier_run_1/, which plot.py does not take for a run."""
+    from mbrl.tools.plotting import find_runs
+
+    run = os.path.join(tmp_path, "run")
+    os.makedirs(os.path.join(run, "log", "learner"))
+    old = '{"step": 100, "eval/return_mean": -5.0}\n'
+    with open(os.path.join(run, "metrics.jsonl"), "w", encoding="utf-8") as f:
+        f.write(old)
+    Trainer(tiny_config(total_steps=200), run).run()
+    assert f"note: {run} held the logs of a run that saved no checkpoint" in capsys.readouterr().err
+    with open(os.path.join(run, "earlier_run_1", "metrics.jsonl"), encoding="utf-8") as f:
+        assert f.read() == old
+    assert [r["step"] for r in _rows(run) if "eval/return_mean" in r] == [200]
+    assert [r.path for r in find_runs([str(tmp_path)])] == [run]

@@ -125,6 +125,30 @@ class Logger:
             self.wandb.close()
 
 
+EARLIER = ("config.yaml", "metrics.jsonl", "log")  # what a run writes besides checkpoints
+
+
+def set_aside_logs(run_dir: str) -> str:
+    """Before a new run writes into ``run_dir``: the files of a run there that saved no
+    checkpoint (stopped before its first: a full disk, a crash) go to ``earlier_run_<k>/``,
+    so that they are kept and not mixed with the new run's. Returns what it said, or ""."""
+    found = [n for n in EARLIER[1:] if os.path.exists(os.path.join(run_dir, n))]
+    if not found:
+        return ""
+    k = 1
+    while os.path.exists(os.path.join(run_dir, f"earlier_run_{k}")):
+        k += 1
+    target = os.path.join(run_dir, f"earlier_run_{k}")
+    os.makedirs(target)
+    for name in EARLIER:
+        if os.path.exists(os.path.join(run_dir, name)):
+            os.replace(os.path.join(run_dir, name), os.path.join(target, name))
+    return (
+        f"note: {run_dir} held the logs of a run that saved no checkpoint: moved to {target} "
+        "(this run starts its own)"
+    )
+
+
 def _size(path: str) -> int:
     return os.path.getsize(path) if os.path.exists(path) else 0
 

@@ -70,7 +70,10 @@ def find_runs(paths: list[str]) -> list[Run]:
     for path in paths:
         if not os.path.isdir(path):
             raise FileNotFoundError(f"{path!r} is not a folder")
-        for root, _, files in os.walk(path):
+        for root, dirs, files in os.walk(path):
+            # (the logs of a run that saved no checkpoint, kept when a new run took its
+            # folder: mbrl.runtime.logger.set_aside_logs; no run of their own)
+            dirs[:] = [d for d in dirs if not d.startswith("earlier_run_")]
             if "metrics.jsonl" in files:
                 found.append(root)
     if not found:
