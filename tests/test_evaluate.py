@@ -148,6 +148,11 @@ def test_bad_runs_and_checkpoints_fail_clearly(finished_run: str, tmp_path: str)
     said = f"is a file; give its run folder and the checkpoint: {finished_run} --ckpt last"
     with pytest.raises(EvaluateError, match=re.escape(said)):
         evaluate(last, "last", 1, 0)
+    config = os.path.join(finished_run, "config.yaml")  # (a file, but no checkpoint)
+    with pytest.raises(EvaluateError, match="is a file, not a run folder: give the folder"):
+        evaluate(config, "last", 1, 0)
+    with pytest.raises(EvaluateError, match=r"--ckpt 'iteration_x\.pt' is not allowed"):
+        evaluate(finished_run, "iteration_x.pt", 1, 0)
     parent = os.path.dirname(finished_run)
     with pytest.raises(EvaluateError, match=r"holds runs but is not one: give a run folder"):
         evaluate(parent, "last", 1, 0)

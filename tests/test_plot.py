@@ -285,7 +285,7 @@ def test_plots_that_would_mislead_or_be_empty_are_refused_in_one_line(tmp_path: 
     def refused(*args: str) -> str:
         proc = subprocess.run([*plot, *args], capture_output=True, text=True, timeout=120)
         assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr[-2000:]
-        assert not glob.glob(os.path.join(tmp_path, "*.png"))  # (no figure written)
+        assert not glob.glob(os.path.join(tmp_path, "**", "*.png"), recursive=True)  # (none)
         return proc.stderr
 
     said = refused(str(tmp_path))
@@ -309,26 +309,53 @@ def test_plots_that_would_mislead_or_be_empty_are_refused_in_one_line(tmp_path: 
 
 
 def test_runs_a_live_process_is_writing_are_named(tmp_path: str) -> None:
-    """A run folder whose .lock names a live process (not this one) is still being written:
-    plot.py says so; a lock left by a killed process (its pid gone) is no live run."""
+    """A run folder whose .lock a live process holds (flock, as a run does) is still being
+    written: plot.py says so. A lock file whose pid holds no lock on it (a killed run's,
+    its pid reused by another process, or gone) is no live run."""
     from mbrl.runtime.runlock import held_by_another
 
     path = _run_folder(str(tmp_path), "hopper_0", ["env=hopper", "seed=0"], hydra=True)
-    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    lock = os.path.join(path, ".lock")
+    hold = (
+        "import fcntl, os, sys, time\n"
+        f"f = open({lock!r}, 'a+')\n"
+        "fcntl.flock(f, fcntl.LOCK_EX)\n"
+        "f.truncate(0); f.write(f'pid {os.getpid()}\\n'); f.flush()\n"
+        "print('held', flush=True); time.sleep(60)\n"
+    )
+    live = subprocess.Popen([sys.executable, "-c", hold], stdout=subprocess.PIPE, text=True)
     try:
-        with open(os.path.join(path, ".lock"), "w", encoding="ascii") as f:
-            f.write(f"pid {live.pid}\n")
+        assert live.stdout is not None and live.stdout.readline() == "held\n"
         assert held_by_another(path)
         plot = [sys.executable, os.path.join(ROOT, "scripts", "plot.py"), path]
         proc = subprocess.run(plot, capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, proc.stderr
-        assert f"note: still being written by a live process, shown as far as now: {path}" in (
-            proc.stderr
-        )
+        said = f"note: still being written by a live process, shown as far as now: {path}"
+        assert said in proc.stderr
     finally:
         live.kill()
         live.wait()
-    assert not held_by_another(path)  # (the pid is gone: a lock left behind)
-    with open(os.path.join(path, ".lock"), "w", encoding="ascii") as f:
-        f.write(f"pid {os.getpid()}\n")
-    assert not held_by_another(path)  # (this process's own)
+    assert not held_by_another(path)  # (the pid is gone: a lock file left behind)
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:  # a live process that holds no lock on the file (a pid reused)
+        with open(lock, "w", encoding="ascii") as f:
+            f.write(f"pid {other.pid}\n")
+        assert not held_by_another(path)
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_a_key_every_run_has_as_null_is_no_typo() -> None:
+    """--by a key all runs hold as null groups them all (allowed); a metric logged only as
+    null (non-finite) is said to be so, not "did you mean" itself."""
+    from mbrl.tools.plotting import Run, check_runs
+
+    runs = [
+        Run(f"r{s}", {"env.name": "hopper", "seed": s, "model.max_epochs": None},
+            [{"step": 1000, "eval/return_mean": 1.0, "model/holdout_nll": None}])
+        for s in (0, 1)
+    ]  # fmt: skip
+    assert check_runs(runs, ["model.max_epochs"], "eval/return_mean") == {"hopper"}
+    with pytest.raises(ValueError, match=r"^--metric model/holdout_nll: every value logged is"):
+        check_runs(runs, None, "model/holdout_nll")

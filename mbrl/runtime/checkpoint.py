@@ -105,16 +105,21 @@ def _check_sums(path: str) -> None:
     _summed.add(key)
 
 
-def load(path: str, env_name: str | None = None, mmap: bool = False) -> dict[str, Any]:
+def load(
+    path: str, env_name: str | None = None, mmap: bool = False, sums: bool = True
+) -> dict[str, Any]:
     """Read a checkpoint (to the CPU); with ``env_name`` also check it was written for that env.
 
-    ``mmap=True`` maps tensor storages instead of reading them: a cheap validity check.
+    ``mmap=True`` maps tensor storages instead of reading them; ``sums=False`` leaves out the
+    check of the records' CRC-32s (which reads the whole file, once per process): together, a
+    look at the step or the config that reads little more than the pickle.
     """
     if not os.path.isfile(path):
         raise CheckpointError(f"checkpoint {path!r} does not exist")
     if os.path.getsize(path) == 0:  # (torch's own message speaks of its zip format)
         raise CheckpointError(f"checkpoint {path!r} is empty (0 bytes): a write cut short")
-    _check_sums(path)
+    if sums:
+        _check_sums(path)
     try:
         # weights_only=False: the file holds RNG states and env physics, not just tensors.
         # Only load checkpoints you wrote yourself.
@@ -143,7 +148,7 @@ def load(path: str, env_name: str | None = None, mmap: bool = False) -> dict[str
 def compiled_before(run_dir: str, device: torch.device) -> bool | None:
     """Whether the run in ``run_dir`` compiled when its ``ckpt/last.pt`` was written, on a
     device of this kind (None: another kind, or a checkpoint from before it was saved)."""
-    saved = load(os.path.join(run_dir, "ckpt", "last.pt"), mmap=True).get("compiled")
+    saved = load(os.path.join(run_dir, "ckpt", "last.pt"), mmap=True, sums=False).get("compiled")
     return bool(saved["on"]) if saved and saved["device"] == device.type else None
 
 

@@ -48,16 +48,32 @@ def acquire(run_dir: str) -> None:
 
 
 def held_by_another(run_dir: str) -> bool:
-    """Whether another live process on this machine holds ``run_dir``'s lock, read from the
-    pid the lock file names (taking the lock to see, even shared, could refuse a run that
-    starts at that moment)."""
+    """Whether another process on this machine holds ``run_dir``'s lock: the pid its lock
+    file names holds a flock on that file (``/proc/locks``; where that cannot be read, the
+    pid alone is alive). Taking the lock to see, even shared, could refuse a run that
+    starts at that moment."""
+    path = os.path.join(run_dir, ".lock")
     try:
-        with open(os.path.join(run_dir, ".lock"), encoding="ascii") as f:
+        with open(path, encoding="ascii") as f:
             pid = int(f.read().split()[1])
+        inode = os.stat(path).st_ino
     except (OSError, ValueError, IndexError):  # (no lock file: no run writes there)
         return False
     if pid == os.getpid():
         return False
+    try:
+        with open("/proc/locks", encoding="ascii") as f:
+            locks = [line.split() for line in f]
+    except OSError:
+        return _alive(pid)
+    # "1: FLOCK  ADVISORY  WRITE 4242 fd:01:1234 0 EOF": the pid, then device:inode
+    return any(
+        len(w) > 5 and w[1] == "FLOCK" and w[4] == str(pid) and w[5].endswith(f":{inode}")
+        for w in locks
+    )
+
+
+def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)  # (signal 0: whether the process exists)
     except ProcessLookupError:

@@ -39,11 +39,11 @@ def load_run(run_dir: str, which: str) -> tuple[Config, dict[str, Any]]:
     except ConfigError as err:
         raise EvaluateError(f"{cfg_path}: {err}") from None
     names = {"best": "ckpt_best.pt", "last": "last.pt"}
-    which = {"ckpt_best.pt": "best", "last.pt": "last"}.get(which, which)  # (a file's name)
-    which = which.removeprefix("iteration_").removesuffix(".pt")
+    given, which = which, {"ckpt_best.pt": "best", "last.pt": "last"}.get(which, which)
+    which = which.removeprefix("iteration_").removesuffix(".pt")  # (a snapshot's file name)
     if which not in names and not which.isdigit():
         why = "use best, last or an env-step count N"
-        raise EvaluateError(f"--ckpt {which!r} is not allowed; {why}")
+        raise EvaluateError(f"--ckpt {given!r} is not allowed; {why}")
     path = os.path.join(run_dir, "ckpt", names.get(which, f"iteration_{which}.pt"))
     if not os.path.isfile(path):
         folder = os.path.dirname(path)
@@ -62,6 +62,9 @@ def not_a_run(path: str) -> str:
     """Why ``path`` is no run folder, and what to give instead."""
     if not os.path.exists(path):
         return f"{path!r} does not exist"
+    ckpt = os.path.basename(os.path.dirname(os.path.abspath(path)))
+    if os.path.isfile(path) and (ckpt != "ckpt" or not path.endswith(".pt")):
+        return f"{path!r} is a file, not a run folder: give the folder that holds it"
     if os.path.isfile(path):
         names = {"last.pt": "last", "ckpt_best.pt": "best"}
         name = os.path.basename(path)

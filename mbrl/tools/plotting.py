@@ -91,16 +91,18 @@ def check_runs(runs: list[Run], by: list[str] | None, metric: str) -> set[str]:
     if len(envs) > 1:
         listed = "; ".join(f"env={e}: {len(p)} runs, e.g. {p[0]}" for e, p in sorted(envs.items()))
         raise ValueError(f"the runs are of {len(envs)} envs ({listed}): plot one env at a time")
-    for key in by or []:
-        if all(run.value(key) is None for run in runs):
-            known = {k for run in runs for k in run.config} | set(GROUPS)
+    known = {k for run in runs for k in run.config} | set(GROUPS)
+    for key in by or []:  # (a key every run has as null groups them all: allowed)
+        if key not in known and all(run.value(key) is None for run in runs):
             raise ValueError(f"--by {key}: no run has this key{did_you_mean(key, known)}")
-    if not any(r.get(metric) is not None for run in runs for r in run.rows):
-        logged = {k for run in runs for r in run.rows for k in r} - {"step", "time"}
+    logged = {k for run in runs for r in run.rows for k in r} - {"step", "time"}
+    if metric not in logged:
         raise ValueError(
             f"--metric {metric}: no run has logged it{did_you_mean(metric, logged)} (the keys "
             "of metrics.jsonl: docs/usage.md#the-run-folder)"
         )
+    if not any(r.get(metric) is not None for run in runs for r in run.rows):
+        raise ValueError(f"--metric {metric}: every value logged is null (not finite)")
     return set(envs)
 
 

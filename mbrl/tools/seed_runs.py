@@ -67,7 +67,7 @@ class Job:
         from mbrl.runtime import checkpoint  # (torch: only once a run has a checkpoint)
 
         try:  # (mmap: the small pickle is read, not the tensors)
-            return int(checkpoint.load(path, mmap=True)["step"])
+            return int(checkpoint.load(path, mmap=True, sums=False)["step"])
         except checkpoint.CheckpointError:
             return 0  # (its resume says what is wrong with the file)
 
