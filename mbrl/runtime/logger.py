@@ -132,9 +132,8 @@ def set_aside_logs(run_dir: str) -> str:
     """Before a new run writes into ``run_dir``: the files of a run there that saved no
     checkpoint (stopped before its first: a full disk, a crash) go to ``earlier_run_<k>/``,
     so that they are kept and not mixed with the new run's. Returns what it said, or ""."""
-    found = [n for n in EARLIER[1:] if os.path.exists(os.path.join(run_dir, n))]
-    if not found:
-        return ""
+    if not os.path.exists(os.path.join(run_dir, "metrics.jsonl")):  # (written with any log)
+        return ""  # (log/ alone may be this run's own: a profiling window's log/profile/)
     k = 1
     while os.path.exists(os.path.join(run_dir, f"earlier_run_{k}")):
         k += 1
