@@ -18,7 +18,7 @@ from mbrl.config import Config, ConfigError
 from mbrl.runtime import interrupt
 from mbrl.runtime.checkpoint import load
 from mbrl.runtime.interrupt import StopRequest
-from mbrl.runtime.report import quit_text, resume_all_command
+from mbrl.runtime.report import dropped_text, quit_text, resume_all_command
 from mbrl.trainer import Trainer
 
 UNCOMPARED = ("seed", "resume", "total_steps", "max_minutes", "batch_seeds", "batch_dirs")
@@ -131,8 +131,9 @@ class SeedTrainer:
         lead, total = self.lead, self.lead.cfg.total_steps
         stop = StopRequest(lambda: lead.progress.waiting_for(), lead.cfg.max_minutes)
         self._warm_up()
-        others = "".join(
-            f"\n               seed {t.cfg.seed}: {t.run_dir}" for t in self.trainers[1:]
+        others = "".join(  # (the lead's start block says its own dropped lines)
+            f"\n               seed {t.cfg.seed}: {t.run_dir}{dropped_text(t)}"
+            for t in self.trainers[1:]
         )
         note = (
             f"\n  batched      {len(self.trainers)} seeds in this process (batch_seeds; memory "
@@ -158,9 +159,11 @@ class SeedTrainer:
         lead.progress.write(f"  resume all   {again}")
         for t in self.trainers[1:]:
             returns.append(t.last_eval.get("eval/return_mean", float("nan")))
-            best = f"best {t.best_return:.1f} (step {t.best_step})" if t.last_eval else ""
+            best = f", best {t.best_return:.1f} (step {t.best_step})" if t.last_eval else ""
+            skipped = f"; skipped {line}" if (line := t.skips.line()) else ""
             lead.progress.write(
-                f"  seed {t.cfg.seed}: eval return last {returns[-1]:.1f}, {best}; {t.run_dir}"
+                f"  seed {t.cfg.seed}: eval return last {returns[-1]:.1f}{best}{skipped}; "
+                f"{t.run_dir}"
             )
         return returns
 

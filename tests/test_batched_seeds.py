@@ -210,3 +210,35 @@ def test_memory_and_disk_checks_count_every_seed_of_a_batch(
     with pytest.raises(ConfigError, match="for each of batch_seeds=2 seeds"):
         capacity.check_disk(two, 11, 3, lead)  # (the lead's folder alone: as before)
     capacity.check_disk(two, 11, 3, lead, [lead, other])
+
+
+def test_each_seed_of_a_batch_says_what_its_resume_dropped_and_what_it_skipped(
+    tmp_path: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Seed 1's folder holds a metric line past its checkpoint (as a kill -9 leaves it): the
+    batch's start block says so beside that seed's folder. NaN in seed 1's critic at step 250:
+    its closing line counts its skipped updates; seed 0 skipped none and says nothing."""
+    run = os.path.join(tmp_path, "run")
+    cfg = {**MBPO_TINY_RUN, "batch_seeds": 2}
+    SeedTrainer(mbpo_config(**{**cfg, "max_minutes": 1e-9}), run).run()  # (stops at step 1)
+    with open(f"{run}_seed1/metrics.jsonl", "a", encoding="utf-8") as f:
+        f.write('{"step": 2, "train/episode_return": 0.0}\n')
+    capsys.readouterr()
+    batch = SeedTrainer(mbpo_config(**{**cfg, "resume": run}), run)
+    critic = [k for k in batch.seeds.agents.online if k.startswith("critic")]
+
+    def poison() -> None:
+        if batch.seeds.env_steps == 250:
+            with torch.no_grad():
+                batch.seeds.agents.online[critic[0]][1].fill_(float("nan"))
+
+    batch.trainers[1].step_hook = poison
+    batch.run()
+    said = capsys.readouterr().err
+    dropped = "1 metric line logged after it (to step 2) dropped: this run logs those steps again"
+    assert f"seed 1: {run}_seed1; {dropped}" in said
+    (closing,) = [line for line in said.splitlines() if line.startswith("  seed 1: eval return")]
+    algo = batch.lead.cfg.algorithm  # (steps 251-300 skipped, of those past the random ones)
+    skipped, updates = 50 * algo.updates_per_step, (300 - algo.init_steps) * algo.updates_per_step
+    assert f"; skipped {skipped} of {updates} SAC updates (a non-finite" in closing, closing
+    assert "skipped" not in said.split("resume all")[0].split("finished")[-1], said
