@@ -8,6 +8,9 @@ import argparse
 import os
 import sys
 
+# This checkout's mbrl and flows first, not those of another checkout's editable install
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 from mbrl.tools.config_reference import markdown
 
 PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "config.md")

@@ -18,6 +18,9 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+# This checkout's mbrl and flows first, not those of another checkout's editable install
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 from mbrl.config import Config, ConfigError
 from mbrl.runtime.progress import duration
 from mbrl.runtime.validate import validate

@@ -18,6 +18,9 @@ import argparse
 import os
 import sys
 
+# This checkout's mbrl and flows first, not those of another checkout's editable install
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 from mbrl.runtime.progress import episodes
 from mbrl.tools.eval_checkpoint import (
     EvaluateError,

@@ -11,6 +11,12 @@ gets). Each run is a fresh process; prints env steps/s per run, with the time a 
 compiling (its warm-up, which a long run repays) left out, and the median ratio NEW / OLD.
 """
 
+import os
+import sys
+
+# This checkout's mbrl and flows first, not those of another checkout's editable install
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 from mbrl.bench.checkout_loops import main
 
 if __name__ == "__main__":

@@ -15,6 +15,9 @@ import os
 import shlex
 import sys
 
+# This checkout's mbrl and flows first, not those of another checkout's editable install
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 from mbrl.tools.published import five_curves, write_reference
 
 HEADER = """{title}: evaluation return, mean and standard deviation over

@@ -26,6 +26,9 @@ import sys
 import time
 from typing import Any
 
+# This checkout's mbrl and flows first, not those of another checkout's editable install
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 from mbrl.envs.vector import CORES_ENV
 from mbrl.runtime.utils import write_atomic
 from mbrl.tools.mps import MODES, Mps, wanted

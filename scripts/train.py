@@ -8,6 +8,9 @@ from __future__ import annotations
 import os
 import sys
 
+# This checkout's mbrl and flows first, not those of another checkout's editable install
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 from mbrl.runtime import interrupt
 
 # First, before the slow imports: Ctrl-C from here on is answered in one line, and whatever

@@ -112,3 +112,39 @@ def _leaves(node: dict[str, object], prefix: str) -> list[tuple[str, object]]:
         else:
             out.append((f"{prefix}{k}", v))
     return out
+
+
+def _documented_metrics() -> set[str]:
+    """The keys docs/usage.md's metrics table names: a row per `prefix/`, each backticked
+    name in it a key (`reward_mean/std/max/min` and `x_real_*` spelled out)."""
+    text = _read("docs", "usage.md").split("Metrics (all in `metrics.jsonl`")[1]
+    table = text.split("\n| `")[1:]  # (a row per prefix; a cell may go on over lines)
+    table[-1] = table[-1].split("\n\n")[0]
+    keys = set()
+    for row in table:
+        prefix, *names = re.findall(r"`([^`]+)`", "`" + row)
+        for name in names:
+            stem, *more = name.split("/")
+            keys.add(prefix + stem)
+            keys |= {prefix + stem.rsplit("_", 1)[0] + "_" + m for m in more}
+    stats = ("mean", "p10", "p50", "p90")
+    keys |= {f"rewarder/x_{side}_{s}" for side in ("real", "model") for s in stats}
+    return keys
+
+
+def test_the_metrics_table_names_every_key_a_run_logs(tmp_path: str) -> None:
+    """Every key an MBPO run with the rewarder logs (model phases, SAC, evaluation, times) is
+    in docs/usage.md's metrics table, where a reader looks it up."""
+    import json
+
+    from test_mbpo import mbpo_config
+
+    from mbrl.trainer import Trainer
+
+    run = os.path.join(tmp_path, "run")
+    extra = {"rewarder.mode": "penalty", "rewarder.steps": 2, "rewarder.flow.hidden": [8]}
+    Trainer(mbpo_config(**extra), run).run()
+    with open(os.path.join(run, "metrics.jsonl"), encoding="utf-8") as f:
+        logged = {k for line in f for k in json.loads(line) if "/" in k}
+    missing = sorted(logged - _documented_metrics())
+    assert not missing, f"logged but not in docs/usage.md's metrics table: {missing}"

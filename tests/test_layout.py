@@ -279,3 +279,26 @@ def test_the_docs_links_lead_somewhere() -> None:
             elif anchor and target.endswith(".md") and anchor not in _heading_anchors(target):
                 broken.append(f"{os.path.relpath(page, ROOT)}: {link} (no such heading)")
     assert not broken, broken
+
+
+def test_every_script_runs_its_own_checkouts_code(tmp_path: str) -> None:
+    """A second checkout (a clone, a worktree) beside an editable install of another: each
+    script imports the package of the checkout it lives in, not the installed one (here a
+    stand-in package that says where it was imported from)."""
+    import shutil
+    import subprocess
+    import sys
+
+    scripts = os.path.join(tmp_path, "scripts")
+    shutil.copytree(os.path.join(ROOT, "scripts"), scripts)
+    for package in ("mbrl", "flows"):
+        os.makedirs(os.path.join(tmp_path, package))
+        with open(os.path.join(tmp_path, package, "__init__.py"), "w", encoding="utf-8") as f:
+            f.write(f"raise SystemExit('{package} of the copy')\n")
+    names = [n for n in sorted(os.listdir(scripts)) if n.endswith(".py")]
+    env = {**os.environ, "PYTHONPATH": ""}
+    for name in names:
+        done = subprocess.run(
+            [sys.executable, os.path.join(scripts, name)], capture_output=True, text=True, env=env
+        )
+        assert done.stderr.strip().endswith("of the copy"), (name, done.stderr[-500:])
