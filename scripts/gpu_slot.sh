@@ -16,7 +16,8 @@
 #                  (scripts/seeds.py under a budget that ends inside SECONDS): its report and
 #                  metrics bundle, rewritten every 30 s
 #   e1.log         seeds.py's own lines
-# Seven files in all (a GPU lease brings back at most eight).
+#   failures.txt   only if an E1 run failed: the last 40 lines of each such run's output
+# Eight files at most (a GPU lease brings back at most eight).
 #
 # DEVICE=cpu COMPILE=false SEEDS=0 BASE="env=pendulum key=value ..." CAMPAIGN=DIR try it on a
 # CPU with tiny runs (BASE replaces the Hopper-v4 overrides; CAMPAIGN: the runs' folder;
@@ -68,6 +69,14 @@ fi
     >"$out/e1.log" 2>&1
 e1=$?
 echo "== E1 exit $e1 at $(date -u +%T)" >>"$log"
+# A run that failed: the end of its own output (its log, outside OUT, would be lost)
+failed=$(sed -n 's/^  its output: //p' "$out/e1.log")
+if [ -n "$failed" ]; then
+    while IFS= read -r runlog; do
+        echo "== $runlog"
+        tail -n 40 "$runlog"
+    done <<<"$failed" >"$out/failures.txt" 2>&1
+fi
 
 for run in "$campaign"/runs/*/seed_*; do
     left=$((end - SECONDS))

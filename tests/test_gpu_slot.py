@@ -17,9 +17,9 @@ SLOT = os.path.join(ROOT, "scripts", "gpu_slot.sh")
 BASE = " ".join(o for o in TINY if not o.startswith(("device=", "model.flow.")))
 
 
-def _slot(tmp_path: str, seconds: int) -> tuple[subprocess.CompletedProcess[str], str]:
+def _slot(tmp_path: str, seconds: int, **more: str) -> tuple[subprocess.CompletedProcess[str], str]:
     out = os.path.join(tmp_path, "out")
-    env = {**os.environ, "DEVICE": "cpu", "COMPILE": "false", "SEEDS": "0", "BASE": BASE}
+    env = {**os.environ, "DEVICE": "cpu", "COMPILE": "false", "SEEDS": "0", "BASE": BASE, **more}
     env["PYTHON"] = sys.executable
     env["CAMPAIGN"] = os.path.join(tmp_path, "campaign")
     proc = subprocess.run([SLOT, out, str(seconds)], env=env, capture_output=True, text=True,
@@ -50,3 +50,25 @@ def test_a_slot_too_short_for_e1_says_so(tmp_path: str) -> None:
     assert not os.path.exists(os.path.join(out, "e1"))
     bad = subprocess.run([SLOT, out, "9m"], capture_output=True, text=True, timeout=30)
     assert bad.returncode == 2 and "SECONDS: a whole number" in bad.stderr
+
+
+def test_a_failed_run_brings_back_the_end_of_its_output(tmp_path: str) -> None:
+    """Runs that die (here at their start, from a module every train.py of the slot imports
+    first) leave their logs on the GPU machine: the slot copies the end of each into OUT."""
+    hook = os.path.join(tmp_path, "hook")
+    os.makedirs(hook)
+    with open(os.path.join(hook, "sitecustomize.py"), "w", encoding="utf-8") as f:
+        # (an exit, not an exception: Python's site module reports a sitecustomize's
+        # exceptions and goes on)
+        dies = (
+            "if sys.argv[0].endswith('train.py'):\n    sys.exit('a run that dies on this machine')"
+        )
+        f.write(f"import sys\n{dies}\n")
+    proc, out = _slot(str(tmp_path), 240, PYTHONPATH=hook)
+    assert proc.returncode != 0  # (E1's)
+    with open(os.path.join(out, "slot.txt"), encoding="utf-8") as f:
+        assert re.search(r"E1 exit [1-9]", f.read())
+    with open(os.path.join(out, "failures.txt"), encoding="utf-8") as f:
+        failures = f.read()
+    assert failures.count("SystemExit: a run that dies on this machine") == 2, failures
+    assert failures.count("== /") == 2

@@ -95,7 +95,8 @@ def test_a_compiled_graphed_run_starts_without_a_capturable_warning(tmp_path: st
         warnings.simplefilter("always")
         trainer = Trainer(tiny_config("pendulum", **overrides), os.path.join(tmp_path, "run"))
         trainer.run()
-    assert trainer.sac_updates.ran.startswith("compiled, graphed"), trainer.sac_updates.ran
+    ran = trainer.algo.sac_updates.ran
+    assert ran.startswith("compiled, graphed"), ran
     assert not [w for w in seen if "capturable" in str(w.message)], [str(w.message) for w in seen]
 
 
