@@ -69,7 +69,7 @@ def _fix(name: str, folder: str) -> str:
     file = os.path.join(*name.split(".")) + ".py"
     if folder:
         return f"put the folder that holds {file} on PYTHONPATH (the run imported it from {folder})"
-    if os.path.isfile(file):  # (a script's folder is on Python's path, the current one is not)
+    if os.path.isfile(file):  # (a script's folder and checkout are on Python's path; cwd is not)
         return f"{file} is in the current folder: run with PYTHONPATH=. to import it from there"
     return f"a plug-in must be importable: put the folder that holds {file} on PYTHONPATH"
 

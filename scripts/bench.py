@@ -9,11 +9,7 @@ Medians over repeats after a warm-up, on this machine; prints a table and writes
 and model fits (e.g. a ``git worktree`` of an earlier commit) in the same rounds as this code's.
 """
 
-import os
-import sys
-
-# This checkout's mbrl and flows first, not those of another checkout's editable install
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import _checkout  # noqa: F401  (this checkout's mbrl ahead of installed ones)
 
 from mbrl.bench.suite import main
 

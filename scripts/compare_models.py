@@ -15,15 +15,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
-import sys
 import time
 from typing import Any
 
+import _checkout  # noqa: F401  (this checkout's mbrl ahead of installed ones)
 import torch
-
-# This checkout's mbrl and flows first, not those of another checkout's editable install
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from mbrl.config import ModelConfig
 from mbrl.models import DynamicsModel, ModelTrainer, model_config

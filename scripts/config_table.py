@@ -8,8 +8,7 @@ import argparse
 import os
 import sys
 
-# This checkout's mbrl and flows first, not those of another checkout's editable install
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import _checkout  # noqa: F401  (this checkout's mbrl ahead of installed ones)
 
 from mbrl.tools.config_reference import markdown
 

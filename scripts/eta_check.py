@@ -16,10 +16,8 @@ import os
 import sys
 from typing import Any
 
+import _checkout  # noqa: F401  (this checkout's mbrl ahead of installed ones)
 from omegaconf import DictConfig, OmegaConf
-
-# This checkout's mbrl and flows first, not those of another checkout's editable install
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from mbrl.config import Config, ConfigError
 from mbrl.runtime.progress import duration

@@ -11,11 +11,7 @@ gets). Each run is a fresh process; prints env steps/s per run, with the time a 
 compiling (its warm-up, which a long run repays) left out, and the median ratio NEW / OLD.
 """
 
-import os
-import sys
-
-# This checkout's mbrl and flows first, not those of another checkout's editable install
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import _checkout  # noqa: F401  (this checkout's mbrl ahead of installed ones)
 
 from mbrl.bench.checkout_loops import main
 

@@ -13,13 +13,10 @@ goes? Do the critics overrate what the policy earns?
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
+import _checkout  # noqa: F401  (this checkout's mbrl ahead of installed ones)
 import torch
-
-# This checkout's mbrl and flows first, not those of another checkout's editable install
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from mbrl.evaluator import EVAL_SEED
 from mbrl.tools.eval_checkpoint import EvaluateError, load_run

@@ -15,8 +15,7 @@ import os
 import shlex
 import sys
 
-# This checkout's mbrl and flows first, not those of another checkout's editable install
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import _checkout  # noqa: F401  (this checkout's mbrl ahead of installed ones)
 
 from mbrl.tools.published import five_curves, write_reference
 

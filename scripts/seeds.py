@@ -26,8 +26,7 @@ import sys
 import time
 from typing import Any
 
-# This checkout's mbrl and flows first, not those of another checkout's editable install
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import _checkout  # noqa: F401  (this checkout's mbrl ahead of installed ones)
 
 from mbrl.envs.vector import CORES_ENV
 from mbrl.runtime.utils import write_atomic

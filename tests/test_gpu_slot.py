@@ -64,7 +64,8 @@ def test_a_failed_run_brings_back_the_end_of_its_output(tmp_path: str) -> None:
             "if sys.argv[0].endswith('train.py'):\n    sys.exit('a run that dies on this machine')"
         )
         f.write(f"import sys\n{dies}\n")
-    proc, out = _slot(str(tmp_path), 240, PYTHONPATH=hook)
+    path = os.pathsep.join(filter(None, [hook, os.environ.get("PYTHONPATH")]))
+    proc, out = _slot(str(tmp_path), 240, PYTHONPATH=path)
     assert proc.returncode != 0  # (E1's)
     with open(os.path.join(out, "slot.txt"), encoding="utf-8") as f:
         assert re.search(r"E1 exit [1-9]", f.read())

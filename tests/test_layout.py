@@ -295,10 +295,9 @@ def test_every_script_runs_its_own_checkouts_code(tmp_path: str) -> None:
         os.makedirs(os.path.join(tmp_path, package))
         with open(os.path.join(tmp_path, package, "__init__.py"), "w", encoding="utf-8") as f:
             f.write(f"raise SystemExit('{package} of the copy')\n")
-    names = [n for n in sorted(os.listdir(scripts)) if n.endswith(".py")]
-    env = {**os.environ, "PYTHONPATH": ""}
+    names = [n for n in sorted(os.listdir(scripts)) if n.endswith(".py") and n[0] != "_"]
     for name in names:
         done = subprocess.run(
-            [sys.executable, os.path.join(scripts, name)], capture_output=True, text=True, env=env
+            [sys.executable, os.path.join(scripts, name)], capture_output=True, text=True
         )
         assert done.stderr.strip().endswith("of the copy"), (name, done.stderr[-500:])

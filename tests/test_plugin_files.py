@@ -71,7 +71,8 @@ def _plugin(folder: str) -> str:
 def test_a_plugin_file_in_the_current_folder_is_refused_with_the_pythonpath_fix(
     tmp_path: str,
 ) -> None:
-    """``python scripts/train.py`` puts scripts/ on Python's path, not the current folder."""
+    """``python scripts/train.py`` puts scripts/ and its checkout's root on Python's path, not
+    the current folder."""
     here = _plugin(str(tmp_path))
     proc = _run("train.py", ["agent=meanq"], _env("meanq_agent"), cwd=here)
     assert proc.returncode == 2, proc.stderr[-2000:]
