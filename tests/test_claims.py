@@ -21,6 +21,7 @@ E2 = os.path.join(ROOT, "docs", "ab", "e2_sac_cpu", "metrics.tar.gz")
 E3 = os.path.join(ROOT, "docs", "ab", "e3_v4_v5_cpu", "metrics.tar.gz")
 PENDULUMS = os.path.join(ROOT, "docs", "ab", "pendulums_cpu")
 LONG = os.path.join(ROOT, "docs", "ab", "long_v4_cpu", "metrics.tar.gz")  # seeds 5-8
+PAIRS = os.path.join(ROOT, "docs", "ab", "flow_gauss_cpu", "metrics.tar.gz")  # both models
 REFERENCE = os.path.join(ROOT, "docs", "reference", "mbpo_hopper.csv")
 GPU = [  # the ten-seed H200 table: seeds 0-4, then 5-9
     os.path.join(ROOT, "docs", "gpu", day, "seeds", "metrics.tar.gz")
@@ -367,3 +368,20 @@ def test_hopper_md_e2_cut_is_the_bundle() -> None:
     pairs = sum(len(d) for d in kept.values())
     sentence = f"({pairs} of {len(both)} stay), SAC − Gaussian = {_minus(cut)}"
     assert sentence in page_text("docs/hopper.md"), sentence
+
+
+def test_the_readmes_cpu_flow_line_is_the_bundle() -> None:
+    """The six CPU seeds run with both models: each seed's mean flow − Gaussian difference
+    over the evaluations both its runs made after the random steps, then over seeds."""
+    from mbrl.tools.stats import summarize
+
+    gauss, flow = evaluations(PAIRS, "model-gaussian"), evaluations(PAIRS, "model-flow")
+    assert sorted(gauss) == sorted(flow) == [0, 1, 2, 5, 6, 7]
+    steps = {k: [s for s in flow[k] if s > 5000 and s in gauss[k]] for k in flow}
+    diffs = [np.mean([flow[k][s][0] - gauss[k][s][0] for s in steps[k]]) for k in sorted(flow)]
+    last = sorted({max(v) for v in steps.values()})
+    first, end = (_thousands(n) if n >= 10000 else str(n) for n in (last[0], last[-1]))
+    span = f"from 6000 to {first}–{end}"
+    text = _minus(summarize(diffs).text(signed=True))
+    assert f"{span}; [docs/hopper.md](docs/hopper.md)): flow − Gaussian {text}" in readme_text()
+    assert f"**{text}**: no difference established" in page_text("docs/hopper.md")
