@@ -29,12 +29,9 @@ summary.txt first), why each limit is what it is, and the second command for the
 GPU time (a real Hopper run under max_minutes): docs/benchmarks.md, "On a GPU, run this first".
 """
 
-import os
-import sys
-
 # The check must run (and report) where the package is not installed: its measuring steps
-# run as ``python -m`` from the checkout's root, and so is the runner found.
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# run as ``python -m`` from the checkout's root, and _checkout finds the runner there too.
+import _checkout  # noqa: F401  (this checkout's mbrl ahead of installed ones)
 
 from mbrl.bench.gpu_run import main
 
