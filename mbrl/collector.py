@@ -25,7 +25,10 @@ class Collector:
 
     The vector env resets a copy in the step that ends its episode (``SAME_STEP`` autoreset),
     so the stored ``next_obs`` of that row is the episode's final observation (from
-    ``info["final_obs"]``), never the next episode's first one. The policy runs on
+    ``info["final_obs"]``), never the next episode's first one. An action holding NaN or inf
+    (a policy whose weights diverged) never reaches the env or the buffer: the copy acts with
+    zeros, the middle of the action range, in its place (what MuJoCo itself would apply to a
+    non-finite control), and ``nonfinite_actions`` counts those env steps. The policy runs on
     ``act_device``; the rows reach the buffer's device through a :class:`HostStager` (one
     pinned, non-blocking copy per step).
 
@@ -62,6 +65,7 @@ class Collector:
         self._obs = obs
         self.envstep_count = 0  # env steps of all copies (and all ranks) together
         self.episode_count = 0
+        self.nonfinite_actions = 0  # env steps (of this rank) that acted with zeros instead
         self._ep_return = np.zeros(n)
         self._ep_len = np.zeros(n, dtype=np.int64)
         self._finished: list[tuple[float, int]] = []  # (return, length) since the last metrics()
@@ -74,6 +78,8 @@ class Collector:
 
     def step(self, policy: Policy) -> None:
         actions = policy(self.obs_tensor()).float().cpu().numpy()  # sync-ok: env needs them
+        if not np.isfinite(actions).all():
+            actions = self._zero_nonfinite(actions)
         next_obs, rew, terminated, truncated, info = self.envs.step(actions)
         done = np.logical_or(terminated, truncated)
         stored_next = next_obs
@@ -102,6 +108,14 @@ class Collector:
         self._ep_return[done], self._ep_len[done] = 0.0, 0
         self._obs = next_obs
 
+    def _zero_nonfinite(self, actions: np.ndarray) -> np.ndarray:
+        """``actions`` with each copy's row that holds a NaN or inf set to zeros, counted."""
+        bad = ~np.isfinite(actions).all(axis=1)
+        self.nonfinite_actions += int(bad.sum())
+        actions = actions.copy()
+        actions[bad] = 0.0
+        return actions
+
     def _hold(self, packed: np.ndarray, done: np.ndarray) -> None:
         """Append each copy's row to its episode in progress; add the finished episodes to
         the buffer, in copy order."""
@@ -126,6 +140,7 @@ class Collector:
         out: dict[str, Any] = {
             "collector/envstep_count": self.envstep_count,
             "collector/episode_count": collectives.sum_int(self.episode_count),
+            "collector/nonfinite_actions": collectives.sum_int(self.nonfinite_actions),
             "collector/avg_envstep_per_sec": rate,
         }
         finished = [e for part in collectives.all_gather_objects(self._finished) for e in part]
@@ -150,6 +165,7 @@ class Collector:
             "obs": np.array(self._obs, copy=True),
             "envstep_count": self.envstep_count,
             "episode_count": self.episode_count,
+            "nonfinite_actions": self.nonfinite_actions,
             "ep_return": self._ep_return.copy(),
             "ep_len": self._ep_len.copy(),
             "finished": list(self._finished),
@@ -166,6 +182,7 @@ class Collector:
         set_states(self.envs, state["envs"])
         self._obs = np.array(state["obs"], copy=True)
         self.envstep_count, self.episode_count = state["envstep_count"], state["episode_count"]
+        self.nonfinite_actions = state.get("nonfinite_actions", 0)  # (older checkpoints: none)
         self._ep_return = np.array(state["ep_return"], dtype=np.float64)
         self._ep_len = np.array(state["ep_len"], dtype=np.int64)
         self._finished = list(state["finished"])

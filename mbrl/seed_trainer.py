@@ -104,7 +104,7 @@ class SeedTrainer:
         self.trainers = [Trainer(c, d) for c, d in pairs]
         self.batch_dirs = list(cfg.batch_dirs)  # (each seed's own config has none)
         for t in self.trainers:  # (one train.log, the lead's, for all: each names its seed)
-            t.skips.who = f"seed {t.cfg.seed} ({t.run_dir}): "
+            t.skips.who = t.zeroed.who = f"seed {t.cfg.seed} ({t.run_dir}): "
         lead = self.lead = self.trainers[0]
         # One process: its phases' times are all seeds', read once per log line by the first
         # seed (it logs first) and logged by the others as they are.
@@ -161,6 +161,7 @@ class SeedTrainer:
             returns.append(t.last_eval.get("eval/return_mean", float("nan")))
             best = f", best {t.best_return:.1f} (step {t.best_step})" if t.last_eval else ""
             skipped = f"; skipped {line}" if (line := t.skips.line()) else ""
+            skipped += f"; {line}" if (line := t.zeroed.line()) else ""
             lead.progress.write(
                 f"  seed {t.cfg.seed}: eval return last {returns[-1]:.1f}{best}{skipped}; "
                 f"{t.run_dir}"

@@ -63,6 +63,7 @@ class Trainer:
         self.last_eval: dict[str, float] = {}
         self._learner_metrics: dict[str, Tensor] = {}
         self.skips = report.SkippedUpdates()  # SAC updates skipped (non-finite loss)
+        self.zeroed = report.ZeroedActions()  # env steps that acted with zeros (NaN action)
         self.timer = PhaseTimer(self.device)
         self.step_hook: Callable[[], None] | None = None  # called after every env step
         self.narrates = True  # prints the time left (a batch's other seeds do not)
@@ -79,6 +80,8 @@ class Trainer:
         if resumed is not None:  # (the agent's count of skipped updates is in its state)
             skipped = getattr(self.algo.agent, "nonfinite_steps", 0)
             self.skips.resumed(self.env_steps, int(skipped), self.algo.updates)
+            zeroed = collectives.sum_int(self.algo.collector.nonfinite_actions)  # (all ranks')
+            self.zeroed.resumed(self.env_steps, zeroed)
         self.logger: Logger | SilentLogger = SilentLogger()
         if self.main:  # files only now: a resume from a bad checkpoint leaves them untouched
             self._start_files(run_dir)
@@ -247,9 +250,9 @@ class Trainer:
             metrics["process/gpu_peak_mb"] = torch.cuda.max_memory_reserved(self.device) / 2**20
         metrics.update(self.algo.ran())  # what ran: compiled or eager, graphed or not, why
         values = self.logger.log(self.env_steps, metrics)
-        warning = self.skips.seen(self.env_steps, values)
-        if warning:
-            logging.getLogger(__name__).warning(warning)
+        for watch in (self.skips, self.zeroed):
+            if warning := watch.seen(self.env_steps, values):
+                logging.getLogger(__name__).warning(warning)
 
 
 def _evaluator(cfg: Config, device: torch.device) -> Evaluator:

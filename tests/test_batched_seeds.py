@@ -216,8 +216,9 @@ def test_each_seed_of_a_batch_says_what_its_resume_dropped_and_what_it_skipped(
     tmp_path: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Seed 1's folder holds a metric line past its checkpoint (as a kill -9 leaves it): the
-    batch's start block says so beside that seed's folder. NaN in seed 1's critic at step 250:
-    its closing line counts its skipped updates; seed 0 skipped none and says nothing."""
+        batch's start block says so beside that seed's folder. NaN in seed 1's critic at step 250:
+        its closing line counts its skipped updates; huge weights in its actor, its env steps that
+    acted with zeros; seed 0 had neither and says nothing."""
     run = os.path.join(tmp_path, "run")
     cfg = {**MBPO_TINY_RUN, "batch_seeds": 2}
     SeedTrainer(mbpo_config(**{**cfg, "max_minutes": 1e-9}), run).run()  # (stops at step 1)
@@ -226,11 +227,13 @@ def test_each_seed_of_a_batch_says_what_its_resume_dropped_and_what_it_skipped(
     capsys.readouterr()
     batch = SeedTrainer(mbpo_config(**{**cfg, "resume": run}), run)
     critic = [k for k in batch.seeds.agents.online if k.startswith("critic")]
+    actor_head = [k for k in batch.seeds.agents.online if k.startswith("actor.")][-1]
 
     def poison() -> None:
         if batch.seeds.env_steps == 250:
             with torch.no_grad():
                 batch.seeds.agents.online[critic[0]][1].fill_(float("nan"))
+                batch.seeds.agents.online[actor_head][1].fill_(float("nan"))
 
     batch.trainers[1].step_hook = poison
     batch.run()
@@ -242,3 +245,7 @@ def test_each_seed_of_a_batch_says_what_its_resume_dropped_and_what_it_skipped(
     skipped, updates = 50 * algo.updates_per_step, (300 - algo.init_steps) * algo.updates_per_step
     assert f"; skipped {skipped} of {updates} SAC updates (a non-finite" in closing, closing
     assert "skipped" not in said.split("resume all")[0].split("finished")[-1], said
+    assert "; 50 env steps acted with zeros (the policy's action was not finite)" in closing
+    logged = [r for r in _rows(f"{run}_seed1") if "collector/nonfinite_actions" in r]
+    assert logged[-1]["collector/nonfinite_actions"] == 50  # (steps 251-300)
+    assert "acted with zeros" not in said.split("resume all")[0].split("finished")[-1], said

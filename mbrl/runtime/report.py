@@ -40,6 +40,7 @@ class Run(Protocol):
     algo: MBPO
     ckpt_sizes: CheckpointSizes
     skips: SkippedUpdates  # SAC's updates skipped for a non-finite loss
+    zeroed: ZeroedActions  # env steps whose non-finite action was replaced by zeros
     logger: Logger | SilentLogger
     resumed_at: int | None
     timer: PhaseTimer
@@ -239,6 +240,43 @@ class SkippedUpdates:
         return f"{self.skipped:,} of {self.updates:,} SAC updates (a non-finite loss each)"
 
 
+class ZeroedActions:
+    """Watches the env steps whose action held NaN or inf (``collector/nonfinite_actions``; the
+    collector acted with zeros instead). The first in this process is warned of once: a policy
+    that gives NaN from finite inputs has weights too large to compute with, and it does not
+    recover by itself. ``line`` is the summary's count (empty while there was none)."""
+
+    def __init__(self) -> None:
+        self.count = 0  # the total at the last log line
+        self.since = 0  # that line's step
+        self.warned = False
+        self.who = ""  # a batch's seed: "seed 3 (<its folder>): " before the warning
+
+    def resumed(self, step: int, count: int) -> None:
+        self.count, self.since = count, step
+
+    def seen(self, step: int, values: dict[str, float | int]) -> str:
+        """The warning due at this log line (``values``: the logged numbers), or ""."""
+        count = int(values.get("collector/nonfinite_actions", self.count))
+        new, since = count - self.count, self.since
+        self.count, self.since = count, step
+        if not new or self.warned:
+            return ""
+        self.warned = True
+        return self.who + (
+            f"the policy gave a non-finite action (NaN or inf) at {new:,} env steps between "
+            f"steps {since} and {step}: each acted with zeros instead (as MuJoCo does with a "
+            "non-finite control), so no NaN reaches the buffers; its weights have diverged "
+            "and will not recover by themselves: lower agent.actor_lr / agent.critic_lr, or "
+            "check an edited actor; the count goes on in collector/nonfinite_actions"
+        )
+
+    def line(self) -> str:
+        if not self.count:
+            return ""
+        return f"{self.count:,} env steps acted with zeros (the policy's action was not finite)"
+
+
 def summary_text(t: Run, outcome: str) -> str:
     """``outcome``: finished, or what stopped the run (``Ctrl-C``, ``max_minutes=8 reached``)."""
     cfg, wall = t.cfg, t.timer.wall()
@@ -271,10 +309,11 @@ def summary_text(t: Run, outcome: str) -> str:
         "1000 steps": per_thousand_steps(t),
         "ran": "; ".join(f"{RAN_NAMES[k]} {v}" for k, v in t.algo.ran().items()),
         "skipped": t.skips.line(),
+        "zeroed": t.zeroed.line(),
         "checkpoints": f"{ckpt_dir}: {', '.join(files)}",
         "resume": resume,
     }
-    for key in ("1000 steps", "skipped"):
+    for key in ("1000 steps", "skipped", "zeroed"):
         if not lines[key]:
             del lines[key]
     if cfg.profile.enabled:  # a window of a run, not one to go on with
