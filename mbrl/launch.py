@@ -72,7 +72,7 @@ def rank_argv(argv: list[str]) -> list[str]:
 
 def register_resolvers() -> None:
     """Resolvers used by ``conf/config.yaml`` (its ``hydra:`` section, ``--help``)."""
-    resolvers: dict[str, Callable[..., str]] = {
+    resolvers: dict[str, Callable[..., str | None]] = {
         "run_dir": run_folder,
         "short_dirname": short_dirname,
         "hydra_subdir": subdir,
@@ -93,9 +93,16 @@ def run_folder(resume: str | None, profile: bool, root: str, name: str) -> str:
     return os.path.join(root, "profile", name) if profile else os.path.join(root, name)
 
 
-def subdir(resume: str | None) -> str:
-    """Keep the original .hydra/ of a resumed run; the resume's own goes beside it."""
-    return ".hydra" if resume is None else f".hydra/resume_{time.strftime('%Y%m%d_%H%M%S')}"
+def subdir(resume: str | None, output_dir: str | None = None) -> str | None:
+    """Keep the original .hydra/ of a resumed run; the resume's own goes beside it. A new run
+    into ``output_dir`` holding a run's checkpoint gets none (None: hydra saves nothing): it
+    is refused, a sweep's job only once hydra has saved its record, which would replace the
+    run's own."""
+    if resume is not None:
+        return f".hydra/resume_{time.strftime('%Y%m%d_%H%M%S')}"
+    if output_dir is not None and os.path.isfile(os.path.join(output_dir, "ckpt", "last.pt")):
+        return None
+    return ".hydra"
 
 
 def short_dirname(name: str, limit: int = 120) -> str:

@@ -87,13 +87,18 @@ def test_joblib_jobs_print_a_line_per_evaluation_in_place_of_a_shared_bar(
         assert "left" not in lines[1], lines  # (none at the last step)
     assert "explore:" not in printed and "train:" not in printed  # no bar drawn
     # The same sweep again into the same sweep folder: each job's folder holds a run, which
-    # a new run would mix with its own, so each job is refused and writes nothing.
+    # a new run would mix with its own, so each job is refused and writes nothing (hydra's
+    # record of the job, .hydra/, included).
     before = {p: os.path.getsize(p) for p in glob.glob(os.path.join(sweep, "*", "metrics.jsonl"))}
+    records = glob.glob(os.path.join(sweep, "*", ".hydra", "*"))  # (hydra's record of each job)
+    stamps = {p: os.stat(p).st_mtime_ns for p in records}
     again = [*train_cmd, "-m", "hydra/launcher=joblib", *args, f"hydra.sweep.dir={sweep}"]
     proc = _run(again, cwd=str(tmp_path))
     assert proc.returncode == 2 and "error: the job's folder " in proc.stderr, proc.stderr[-2000:]
     assert "holds a run (ckpt/last.pt)" in proc.stderr
     assert {p: os.path.getsize(p) for p in before} == before and len(before) == 2
+    assert glob.glob(os.path.join(sweep, "*", ".hydra", "*")) == records and len(records) == 6
+    assert {p: os.stat(p).st_mtime_ns for p in records} == stamps
 
 
 def test_submitit_local_sweep_runs_each_job_in_its_own_process(
