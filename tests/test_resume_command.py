@@ -58,7 +58,8 @@ def test_seeds_py_starts_and_resumes_a_run_in_such_a_folder(folder: str, tmp_pat
 
 def test_a_torchrun_run_is_resumed_under_torchrun(monkeypatch: pytest.MonkeyPatch) -> None:
     """A run of 2 processes refuses a resume by 1 (mbrl.runtime.checkpoint): the command
-    printed by its ranks (torchrun sets WORLD_SIZE) starts as many."""
+    printed by its ranks (torchrun sets WORLD_SIZE) starts as many; on several nodes, with
+    the rendezvous its ranks met at, to be run on each node."""
     monkeypatch.setenv("WORLD_SIZE", "2")
     argv = shlex.split(resume_command(FOLDERS[1]))
     assert argv[:3] == ["torchrun", "--nproc_per_node=2", "scripts/train.py"]
@@ -66,7 +67,19 @@ def test_a_torchrun_run_is_resumed_under_torchrun(monkeypatch: pytest.MonkeyPatc
     assert resume_command(FOLDERS[0], world=1).startswith("python scripts/train.py ")
     monkeypatch.setenv("WORLD_SIZE", "8")  # (two nodes of four)
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
-    assert resume_command(FOLDERS[0]).startswith("torchrun --nnodes=2 --nproc_per_node=4 ")
+    monkeypatch.setenv("MASTER_ADDR", "node-a.cluster")  # (as torchrun sets them)
+    monkeypatch.setenv("MASTER_PORT", "29500")
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "hopper 1")
+    argv = shlex.split(resume_command(FOLDERS[0]))
+    assert argv[:7] == [
+        "torchrun",
+        "--nnodes=2",
+        "--rdzv-backend=c10d",
+        "--rdzv-endpoint=node-a.cluster:29500",
+        "--rdzv-id=hopper 1",
+        "--nproc_per_node=4",
+        "scripts/train.py",
+    ]
 
 
 def test_resume_given_last_pt_becomes_its_folder_as_hydra_reads_it(tmp_path: Path) -> None:

@@ -138,9 +138,23 @@ def resume_command(run_dir: str, world: int | None = None) -> str:
         script = os.path.relpath(path) if not os.path.relpath(path).startswith("..") else path
     world = distributed.world_size() if world is None else world
     local = int(os.environ.get("LOCAL_WORLD_SIZE", world)) or world  # (per node: torchrun's)
-    nodes = f"--nnodes={world // local} " if world != local else ""
-    launcher = "python" if world == 1 else f"torchrun {nodes}--nproc_per_node={local}"
+    launcher = (
+        "python" if world == 1 else f"torchrun {_nodes(world, local)}--nproc_per_node={local}"
+    )
     return f"{launcher} {shlex.quote(script)} {shlex.quote('resume=' + hydra_value(run_dir))}"
+
+
+def _nodes(world: int, local: int) -> str:
+    """torchrun's options for a run on several nodes (none on one): the node count and a c10d
+    rendezvous at the host and port this run's ranks met at (``MASTER_ADDR``/``MASTER_PORT``,
+    as torchrun set them), so that the same command, run on each node, starts them again."""
+    if world == local:
+        return ""
+    host, port = os.environ.get("MASTER_ADDR", "<host>"), os.environ.get("MASTER_PORT", "<port>")
+    run_id = os.environ.get("TORCHELASTIC_RUN_ID", "")
+    rdzv = f"--rdzv-backend=c10d --rdzv-endpoint={host}:{port} "
+    rdzv += f"--rdzv-id={shlex.quote(run_id)} " if run_id and run_id != "none" else ""
+    return f"--nnodes={world // local} {rdzv}"
 
 
 def resume_all_command(run_dir: str, seeds: int, batch_dirs: list[str]) -> str:
