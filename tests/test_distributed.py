@@ -4,6 +4,7 @@ rank, one run folder written by rank 0, resume with the same world size, bad inp
 from __future__ import annotations
 
 import os
+import shlex
 import socket
 import subprocess
 import sys
@@ -172,3 +173,45 @@ def test_more_local_ranks_than_gpus_is_refused() -> None:
     check_gpus("auto", 4, gpus=0)  # no GPU: the ranks train on the CPU
     check_gpus("cpu", 4, gpus=1)
     check_gpus("cuda", 2, gpus=2)
+
+
+def _two_nodes(argv: list[str], cwd: str) -> list[tuple[int, str]]:
+    """``argv`` (a torchrun command) run twice at once, as on two nodes of one process each:
+    each agent's (exit code, output)."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", *argv[1:]]
+    env = {**os.environ, "HYDRA_FULL_ERROR": "0", "OMP_NUM_THREADS": "1"}
+    agents = [
+        subprocess.Popen(
+            cmd, cwd=cwd, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        )
+        for _ in range(2)
+    ]
+    return [(p.wait(timeout=300), p.communicate()[0]) for p in agents]
+
+
+def test_a_run_on_two_nodes_resumes_with_the_command_it_printed(
+    train_cmd: list[str], tmp_path: str
+) -> None:
+    """Two torchrun agents of one process each (two "nodes" on this machine, a c10d
+    rendezvous): the summary's resume command, run as printed on each node, continues the run
+    from its checkpoint on both ranks."""
+    run = os.path.join(tmp_path, "run")
+    nodes = ["torchrun", "--nnodes=2", "--nproc_per_node=1", "--rdzv-backend=c10d"]
+    nodes += [f"--rdzv-endpoint=127.0.0.1:{_free_port()}", "--rdzv-id=two-nodes"]
+    started = _two_nodes(
+        [*nodes, train_cmd[-1], *SAC_TINY, "total_steps=200", f"hydra.run.dir={run}"], str(tmp_path)
+    )
+    assert [code for code, _ in started] == [0, 0], started
+    printed = [
+        line.split("resume ", 1)[1].strip()
+        for _, out in started
+        for line in out.splitlines()
+        if line.startswith("  resume ")
+    ]
+    assert len(printed) == 1 and "--nnodes=2 --rdzv-backend=c10d --rdzv-endpoint=" in printed[0]
+    again = shlex.split(printed[0].replace("<more than 200>", "300"))
+    assert again[-2:] == [f"resume={run}", "total_steps=300"]
+    resumed = _two_nodes(again, str(tmp_path))
+    assert [code for code, _ in resumed] == [0, 0], resumed
+    assert any("resumed      from step 200 (ckpt/last.pt)" in out for _, out in resumed)
+    assert _rows(run)[-1]["step"] == 300
