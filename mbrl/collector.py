@@ -26,9 +26,11 @@ class Collector:
     The vector env resets a copy in the step that ends its episode (``SAME_STEP`` autoreset),
     so the stored ``next_obs`` of that row is the episode's final observation (from
     ``info["final_obs"]``), never the next episode's first one. An action holding NaN or inf
-    (a policy whose weights diverged) never reaches the env or the buffer: the copy acts with
-    zeros, the middle of the action range, in its place (what MuJoCo itself would apply to a
-    non-finite control), and ``nonfinite_actions`` counts those env steps. The policy runs on
+    (a policy whose weights diverged) never reaches the training env or the buffer: the copy
+    acts with zeros, the middle of the action range, in its place (what MuJoCo itself applies
+    when a control is NaN: it zeroes every control), and ``nonfinite_actions`` counts those env
+    steps. (Evaluation, ``mbrl.evaluator``, acts with the policy's own action, NaN included.)
+    The policy runs on
     ``act_device``; the rows reach the buffer's device through a :class:`HostStager` (one
     pinned, non-blocking copy per step).
 

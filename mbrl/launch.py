@@ -287,8 +287,9 @@ def run(cfg: DictConfig) -> float:
     try:
         given = list(HydraConfig.get().overrides.task)
         config = resolve(cfg, given)
-        if HydraConfig.get().mode == RunMode.MULTIRUN and config.resume is None:
-            _refuse_a_run_folder(run_dir, "the job's folder ")  # (a sweep run again there)
+        if config.resume is None:  # (a sweep run again there; a hydra.run.dir with ${...})
+            multirun = HydraConfig.get().mode == RunMode.MULTIRUN
+            _refuse_a_run_folder(run_dir, "the job's folder " if multirun else "hydra.run.dir=")
         for line in given_warnings(config, [override_key(o) for o in given]):
             if distributed.is_main():  # (once, not once per torchrun rank)
                 print(line, file=sys.stderr)  # (a set key that a run of this kind cannot use)

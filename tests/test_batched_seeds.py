@@ -216,9 +216,9 @@ def test_each_seed_of_a_batch_says_what_its_resume_dropped_and_what_it_skipped(
     tmp_path: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Seed 1's folder holds a metric line past its checkpoint (as a kill -9 leaves it): the
-        batch's start block says so beside that seed's folder. NaN in seed 1's critic at step 250:
-        its closing line counts its skipped updates; huge weights in its actor, its env steps that
-    acted with zeros; seed 0 had neither and says nothing."""
+    batch's start block says so beside that seed's folder. NaN in seed 1's critic and its
+    actor's head at step 250: its closing line counts its skipped updates and its env steps
+    that acted with zeros; seed 0 had neither and says nothing."""
     run = os.path.join(tmp_path, "run")
     cfg = {**MBPO_TINY_RUN, "batch_seeds": 2}
     SeedTrainer(mbpo_config(**{**cfg, "max_minutes": 1e-9}), run).run()  # (stops at step 1)

@@ -187,6 +187,14 @@ def test_train_then_resume_from_the_command_line(train_cmd: list[str], tmp_path:
     assert f"resume={run_dir} continues it; a new run needs a folder of its own" in lines[0]
     assert {p: os.path.getmtime(p) for p in before} == before
     assert not os.path.exists(os.path.join(run_dir, ".lock"))  # (let go of as it ended)
+    # So is one whose hydra.run.dir names it through an interpolation (known only once hydra
+    # has made the folder): hydra saves no .hydra/ record there either.
+    named = run_dir.replace(f"{os.sep}pendulum{os.sep}", f"{os.sep}${{env.name}}{os.sep}")
+    proc = _run([*train_cmd, *TINY, f"hydra.run.dir={named}", "seed=1"], cwd=str(tmp_path))
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr[-2000:]
+    assert f"hydra.run.dir={run_dir!r} holds a run (ckpt/last.pt): python " in lines[0]
+    assert {p: os.path.getmtime(p) for p in before} == before
 
     # A resume with nothing left to do is refused at once: one line, the command that extends it.
     for more in ([], ["total_steps=400"], ["total_steps=450"]):

@@ -194,7 +194,8 @@ def test_a_run_on_two_nodes_resumes_with_the_command_it_printed(
 ) -> None:
     """Two torchrun agents of one process each (two "nodes" on this machine, a c10d
     rendezvous): the summary's resume command, run as printed on each node, continues the run
-    from its checkpoint on both ranks."""
+    from its checkpoint on both ranks. (On one machine every node matches the endpoint's host:
+    what differs across machines is not checked here.)"""
     run = os.path.join(tmp_path, "run")
     nodes = ["torchrun", "--nnodes=2", "--nproc_per_node=1", "--rdzv-backend=c10d"]
     nodes += [f"--rdzv-endpoint=127.0.0.1:{_free_port()}", "--rdzv-id=two-nodes"]

@@ -1,6 +1,6 @@
 """A policy whose weights a finite step made huge computes NaN from finite observations. Its
 action must reach neither the env nor the buffer: the collector acts with zeros in its place
-(what MuJoCo applies to a non-finite control), the run warns once, and counts those env steps
+(what MuJoCo applies when a control is NaN), the run warns once, and counts those env steps
 in ``collector/nonfinite_actions`` and its summary; a resume counts on."""
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def test_a_diverged_policy_acts_with_zeros_and_the_buffer_stays_finite(
     warned = [r.getMessage() for r in caplog.records if r.getMessage().startswith(WARNING)]
     assert warned == [
         WARNING + f"{bad[:50].sum()} env steps between steps 200 and 300: each acted with "
-        "zeros instead (as MuJoCo does with a non-finite control), so no NaN reaches the "
+        "zeros instead (as MuJoCo does with a NaN control), so no NaN reaches the "
         "buffers; its weights have diverged and will not recover by themselves: lower "
         "agent.actor_lr / agent.critic_lr, or check an edited actor; the count goes on in "
         "collector/nonfinite_actions"

@@ -256,9 +256,11 @@ class SkippedUpdates:
 
 class ZeroedActions:
     """Watches the env steps whose action held NaN or inf (``collector/nonfinite_actions``; the
-    collector acted with zeros instead). The first in this process is warned of once: a policy
-    that gives NaN from finite inputs has weights too large to compute with, and it does not
-    recover by itself. ``line`` is the summary's count (empty while there was none)."""
+    collector acted with zeros instead). The first in this process is warned of once (each seed
+    of a batch: its own): a policy that gives NaN from finite inputs has weights too large to
+    compute with, and it does not recover by itself. ``line`` is the summary's count (empty
+    while there was none), as of the last log line, like :class:`SkippedUpdates`' (the
+    checkpoint holds the exact total)."""
 
     def __init__(self) -> None:
         self.count = 0  # the total at the last log line
@@ -280,7 +282,7 @@ class ZeroedActions:
         return self.who + (
             f"the policy gave a non-finite action (NaN or inf) at {new:,} env steps between "
             f"steps {since} and {step}: each acted with zeros instead (as MuJoCo does with a "
-            "non-finite control), so no NaN reaches the buffers; its weights have diverged "
+            "NaN control), so no NaN reaches the buffers; its weights have diverged "
             "and will not recover by themselves: lower agent.actor_lr / agent.critic_lr, or "
             "check an edited actor; the count goes on in collector/nonfinite_actions"
         )
