@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import sys
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 import torch
@@ -62,12 +62,16 @@ def host_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         original = getattr(torch.Tensor, name)
 
         def spy(
-            self: torch.Tensor, *a: object, _n: str = name, _o: object = original, **k: object
+            self: torch.Tensor,
+            *a: object,
+            _n: str = name,
+            _o: Callable[..., object] = original,
+            **k: object,
         ) -> object:
             caller = traceback.extract_stack(limit=2)[0].filename.replace(os.sep, "/")
             if "/mbrl/" in caller or "/flows/" in caller:
                 calls.append(f"{_n} from {caller}")
-            return _o(self, *a, **k)  # type: ignore[operator]
+            return _o(self, *a, **k)
 
         monkeypatch.setattr(torch.Tensor, name, spy)
     return calls

@@ -10,6 +10,7 @@ import torch
 
 from flows import EnsembleConditionalFlow
 from mbrl.agents import SAC, SACConfig
+from mbrl.agents.networks import TwinQ
 from mbrl.models import DynamicsModel
 
 from tests_support import tiny_model_config
@@ -23,6 +24,7 @@ def _sac_pair() -> tuple[SAC, SAC]:
     low, full = SAC(11, 3, cfg, amp="bf16"), SAC(11, 3, cfg)
     with torch.no_grad():  # Q ~ 300, as on Hopper once it hops
         for sac in (low, full):
+            assert isinstance(sac.critic, TwinQ)
             sac.critic.linears[-1].bias.fill_(300.0)
     full.critic.load_state_dict(low.critic.state_dict())
     full.actor.load_state_dict(low.actor.state_dict())

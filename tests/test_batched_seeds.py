@@ -17,6 +17,7 @@ from test_resume_command import _parsed
 
 from mbrl.batched_seeds import BatchedSeeds
 from mbrl.config import ConfigError
+from mbrl.mbpo import MBPO
 from mbrl.seed_trainer import SeedTrainer, check_folders
 from mbrl.trainer import Trainer
 
@@ -54,7 +55,7 @@ def _diff(a: dict, b: dict) -> float:
 PARTS = ("step", "updates", "agent", "algorithm", "buffers", "rng", "acting")
 
 
-def _states_diff(batched: BatchedSeeds, solo: list) -> float:  # type: ignore[type-arg]
+def _states_diff(batched: BatchedSeeds, solo: list[MBPO]) -> float:
     pairs = zip(batched.state_dicts(), solo, strict=True)
     return max(_diff(*({k: s[k] for k in PARTS} for s in (a, b.state_dict()))) for a, b in pairs)
 
@@ -85,8 +86,11 @@ def test_batched_seeds_are_their_solo_runs() -> None:
     keep = [p for p in PARTS if p != "buffers"]
     for a, b in zip(resumed.state_dicts(), batched.state_dicts(), strict=True):
         assert _diff({k: a[k] for k in keep}, {k: b[k] for k in keep}) == 0.0
-    for a, b in zip(resumed.runs, batched.runs, strict=True):
-        rows = [{k: buf.rows() for k, buf in run.buffers().items()} for run in (a, b)]
+    for resumed_run, batched_run in zip(resumed.runs, batched.runs, strict=True):
+        rows = [
+            {k: buf.rows() for k, buf in run.buffers().items()}
+            for run in (resumed_run, batched_run)
+        ]
         assert _diff(*rows) == 0.0
     for algo in [*solo, *batched.runs, *resumed.runs]:
         algo.close()

@@ -307,7 +307,7 @@ def test_the_readmes_gpu_table_is_the_bundles() -> None:
     }
     pairs = sum(len(d) for d in kept.values())
     both = sum(s in runs["flow"][k] and s in runs["gaussian"][k] for k in range(10) for s in window)
-    cut = summarize([np.mean(d) for d in kept.values() if d]).text(signed=True)
+    cut = summarize([float(np.mean(d)) for d in kept.values() if d]).text(signed=True)
     sentence = f"({pairs} of the {both} pairs stay), flow − Gaussian = {_minus(cut)}"
     assert sentence in page_text("docs/hopper.md"), sentence
     assert f"both its runs made there: {both} pairs" in readme
@@ -364,7 +364,7 @@ def test_hopper_md_e2_cut_is_the_bundle() -> None:
         (g, g_len), (r, r_len) = gauss[seed][s], sac[seed][s]
         if max(g_len, r_len) < LIMIT:
             kept.setdefault(seed, []).append(r - g)
-    cut = summarize([np.mean(d) for d in kept.values()]).text(signed=True)
+    cut = summarize([float(np.mean(d)) for d in kept.values()]).text(signed=True)
     pairs = sum(len(d) for d in kept.values())
     sentence = f"({pairs} of {len(both)} stay), SAC − Gaussian = {_minus(cut)}"
     assert sentence in page_text("docs/hopper.md"), sentence
@@ -378,7 +378,9 @@ def test_the_readmes_cpu_flow_line_is_the_bundle() -> None:
     gauss, flow = evaluations(PAIRS, "model-gaussian"), evaluations(PAIRS, "model-flow")
     assert sorted(gauss) == sorted(flow) == [0, 1, 2, 5, 6, 7]
     steps = {k: [s for s in flow[k] if s > 5000 and s in gauss[k]] for k in flow}
-    diffs = [np.mean([flow[k][s][0] - gauss[k][s][0] for s in steps[k]]) for k in sorted(flow)]
+    diffs = [
+        float(np.mean([flow[k][s][0] - gauss[k][s][0] for s in steps[k]])) for k in sorted(flow)
+    ]
     last = sorted({max(v) for v in steps.values()})
     first, end = (_thousands(n) if n >= 10000 else str(n) for n in (last[0], last[-1]))
     span = f"from 6000 to {first}–{end}"

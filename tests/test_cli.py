@@ -210,8 +210,8 @@ def test_train_then_resume_from_the_command_line(train_cmd: list[str], tmp_path:
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "holdout NLL" in proc.stdout
     # (each model's NLL, MSE and epochs: the same model fitted twice would print the same)
-    rows = {line.split()[0]: line.split()[1:4] for line in proc.stdout.splitlines()[-2:]}
-    assert set(rows) == {"flow", "gaussian"} and rows["flow"] != rows["gaussian"], proc.stdout
+    models = {line.split()[0]: line.split()[1:4] for line in proc.stdout.splitlines()[-2:]}
+    assert set(models) == {"flow", "gaussian"} and models["flow"] != models["gaussian"], proc.stdout
 
     # Continuing as another env is refused; a corrupt checkpoint is refused and changes nothing.
     proc = _run([*train_cmd, f"resume={run_dir}", "env=hopper"], cwd=str(tmp_path))

@@ -181,6 +181,7 @@ def test_compiled_fit_epoch_matches_eager(name: str, monkeypatch: pytest.MonkeyP
 def test_compile_auto_compiles_runs_long_enough_to_repay_the_warm_up() -> None:
     cpu = torch.device("cpu")
     need = AUTO_COMPILE_UPDATES["cpu"]
+    assert need is not None
     g = {"algorithm.updates_per_step": 20}  # (tiny_config: 100 initial random steps)
     steps = -(-need // 20)  # env steps after the random ones that make `need` updates
     short = tiny_config(total_steps=99 + steps, **g)
@@ -219,7 +220,9 @@ def test_compile_auto_leaves_a_short_max_minutes_to_training() -> None:
     """max_minutes bounds the warm-up too: compile=auto does not compile when the budget is
     under BUDGET_WARMUPS cold warm-ups of the device; compile=true compiles and says that
     the warm-up counts into the budget."""
-    g = {"algorithm.updates_per_step": 20, "total_steps": 100 + AUTO_COMPILE_UPDATES["cpu"]}
+    need = AUTO_COMPILE_UPDATES["cpu"]
+    assert need is not None
+    g = {"algorithm.updates_per_step": 20, "total_steps": 100 + need}
     for device in (torch.device("cpu"), torch.device("cuda")):  # (a decision: no GPU needed)
         edge = BUDGET_WARMUPS * COLD_WARMUP_SECONDS[device.type] / 60
         short, enough = (tiny_config(max_minutes=m, **g) for m in (0.99 * edge, edge))

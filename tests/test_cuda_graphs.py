@@ -260,10 +260,14 @@ def test_batched_seed_fits_graphed_equal_their_solo_fits_eager(name: str) -> Non
     def gens() -> list[torch.Generator]:
         return [torch.Generator(dev).manual_seed(10 + s) for s in range(3)]
 
-    want = [t.fit(*d.values(), g) for t, d, g in zip(solo, data, gens(), strict=True)]
+    want = [
+        t.fit(d["obs"], d["act"], d["next_obs"], d["rew"], g)
+        for t, d, g in zip(solo, data, gens(), strict=True)
+    ]
     got = fits.fit(data, gens())
     assert fits.ran == "compiled, graphed" and fits.replays > 0
     for a, b, wa, wb in zip(solo, fits.trainers, want, got, strict=True):
+        assert wa is not None
         assert wa["model/epochs"] == wb["model/epochs"] == 2
         for p, q in zip(a.model.parameters(), b.model.parameters(), strict=True):
             torch.testing.assert_close(q, p, rtol=RTOL, atol=ATOL)

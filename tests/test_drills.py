@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 import torch
@@ -32,6 +33,9 @@ from mbrl.runtime.runlock import RunFolderBusy
 from mbrl.trainer import Trainer
 
 from test_trainer import _assert_same, _comparable, _rows
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAIN = [sys.executable, os.path.join(ROOT, "scripts", "train.py")]
@@ -112,6 +116,7 @@ def _stderr_reader(proc: subprocess.Popen[bytes]) -> tuple[list[str], threading.
 
     def read() -> None:
         assert proc.stderr is not None
+        # (a BufferedReader, Popen's default bufsize; typeshed types it IO[bytes], no read1)
         while chunk := proc.stderr.read1(256):  # type: ignore[attr-defined]
             seen.append(chunk.decode("utf-8", "replace"))
 
@@ -441,12 +446,12 @@ class _FullDisk(io.BufferedWriter):
         super().__init__(io.FileIO(path, "wb"))
         self.room = room
 
-    def write(self, data: object) -> int:
-        size = memoryview(data).nbytes  # type: ignore[arg-type]
+    def write(self, data: Buffer) -> int:
+        size = memoryview(data).nbytes
         if size > self.room:
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         self.room -= size
-        return super().write(data)  # type: ignore[arg-type]
+        return super().write(data)
 
 
 def test_disk_full_during_a_checkpoint_keeps_the_last_good_one(
@@ -481,7 +486,9 @@ def test_nan_in_real_data_and_model_weights_is_contained(tmp_path: str) -> None:
             with torch.no_grad():
                 trainer.algo.buffer.data["obs"][[3, 50, 120], 0] = float("nan")
                 trainer.algo.buffer.data["rew"][77] = float("inf")
-                weight = next(iter(trainer.algo.model_side.model.ensemble.parameters()))
+                side = trainer.algo.model_side
+                assert isinstance(side, ModelSide)
+                weight = next(iter(side.model.ensemble.parameters()))
                 weight.view(-1)[0] = float("nan")
 
     trainer.step_hook = inject

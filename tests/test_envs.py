@@ -8,6 +8,7 @@ import sys
 
 import numpy as np
 import pytest
+from gymnasium.spaces import Box
 from test_cli import run_started
 
 from mbrl.envs import (
@@ -32,7 +33,9 @@ def test_env_state_roundtrip_continues_identically(name: str) -> None:
     for _ in range(6):
         env.step(rng.uniform(-1, 1, env.action_space.shape).astype(np.float32))
     state = get_env_state(env)
-    actions = rng.uniform(-1, 1, (8, *env.action_space.shape)).astype(np.float32)
+    shape = env.action_space.shape
+    assert shape is not None
+    actions = rng.uniform(-1, 1, (8, *shape)).astype(np.float32)
     expected = [env.step(a) for a in actions]
     other = make_env(name)
     other.reset(seed=99)  # a different episode, overwritten by the state
@@ -45,6 +48,7 @@ def test_env_state_roundtrip_continues_identically(name: str) -> None:
 
 def test_actions_are_rescaled_to_unit_box() -> None:
     env = make_env("pendulum")  # Pendulum's own bounds are ±2
+    assert isinstance(env.action_space, Box)
     assert env.action_space.low.tolist() == [-1.0] and env.action_space.high.tolist() == [1.0]
     assert env_dims(env) == (3, 1)
 
@@ -53,9 +57,9 @@ def test_an_envs_settings_are_given_by_name() -> None:
     """MBPO's row for an env names each value: no bare tuple of numbers whose order decides."""
     schedule = RolloutSchedule(min_epoch=20, max_epoch=150, min_length=1, max_length=15)
     with pytest.raises(TypeError):
-        RolloutSchedule(20, 150, 1, 15)  # type: ignore[misc]
+        RolloutSchedule(20, 150, 1, 15)  # type: ignore[call-arg]  # (keyword-only: refused)
     with pytest.raises(TypeError):
-        mbpo_settings(20, -1, schedule)  # type: ignore[misc]
+        mbpo_settings(20, -1, schedule)  # type: ignore[call-arg]  # (keyword-only: refused)
     row = mbpo_settings(updates_per_step=20, target_entropy=-1, schedule=schedule, retain_epochs=5)
     assert row["rollout"] == {
         "min_epoch": 20, "max_epoch": 150, "min_length": 1, "max_length": 15, "retain_epochs": 5

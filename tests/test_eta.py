@@ -13,7 +13,7 @@ import tarfile
 from typing import Any
 
 import pytest
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from mbrl.config import Config
 from mbrl.runtime.checkpoint import load
@@ -363,6 +363,7 @@ def _recorded(bundle: str, run: str, into: str) -> tuple[Config, list[dict[str, 
     with open(os.path.join(into, names[1]), encoding="utf-8") as f:
         rows = [json.loads(line) for line in f]
     raw = OmegaConf.load(os.path.join(into, names[0]))
+    assert isinstance(raw, DictConfig)
     raw.device, raw.resume = "cpu", None
     raw.total_steps = max(r["step"] for r in rows if "time/wall" in r)
     return validate(raw), rows
@@ -420,6 +421,6 @@ def test_no_estimate_is_printed_at_the_last_step() -> None:
         clock.work.model_phase(_fit(400, 40), rewarder=False)
         clock.work.model_phase(_fit(600, 20), rewarder=False)
         bar = _Bar()
-        clock.tick(bar, _Timer(), at)  # type: ignore[arg-type]
+        clock.tick(bar, _Timer(), at)  # type: ignore[arg-type]  # (a stand-in: tick reads .grand)
         assert len(bar.lines) == printed and bar.eta_seconds[-1] >= 0
         assert all("about 0.0 s" not in line for line in bar.lines)

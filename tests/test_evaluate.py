@@ -30,7 +30,10 @@ from mbrl.trainer import Trainer
 from test_trainer import _rows, tiny_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RUN = {"capture_output": True, "text": True, "timeout": 120}
+
+
+def _run(cmd: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
 
 
 def evaluate_sequential(
@@ -112,7 +115,7 @@ def test_a_gpu_run_is_evaluated_and_probed_on_a_cpu(finished_run: str, tmp_path:
         f.write(text.replace("\ndevice: cpu\n", "\ndevice: cuda\n"))
     assert evaluate(gpu_run, "last", 2, 5) == evaluate(finished_run, "last", 2, 5)
     probe = [sys.executable, os.path.join(ROOT, "scripts", "probe.py"), gpu_run, "--episodes", "1"]
-    out = subprocess.run(probe, **RUN)
+    out = _run(probe)
     assert out.returncode == 0, out.stderr
 
 
@@ -133,7 +136,7 @@ def test_sampled_actions_are_the_policys_draws_from_the_seed(finished_run: str) 
     assert sampled["eval/return_mean"] == pytest.approx(returns[0], rel=1e-6)
     assert sampled["eval/return_mean"] != evaluate(finished_run, "last", 1, 7)["eval/return_mean"]
     script = [sys.executable, os.path.join(ROOT, "scripts", "evaluate.py"), finished_run]
-    out = subprocess.run([*script, "--sample", "--episodes", "1", "--seed", "7"], **RUN)
+    out = _run([*script, "--sample", "--episodes", "1", "--seed", "7"])
     assert out.returncode == 0 and "over 1 episode with sampled actions" in out.stdout, out.stderr
 
 
@@ -190,9 +193,11 @@ def test_video_is_written_or_refused_clearly(finished_run: str, tmp_path: str) -
         return
     assert frames == 201  # Pendulum: reset frame + 200 steps
     from PIL import Image
+    from PIL.GifImagePlugin import GifImageFile
 
     # GIF writers merge identical consecutive frames into one longer frame: count by duration.
     with Image.open(path) as gif:
+        assert isinstance(gif, GifImageFile)
         durations = []
         for i in range(gif.n_frames):
             gif.seek(i)

@@ -6,25 +6,28 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pytest
 import torch
+from gymnasium.envs.mujoco.mujoco_env import MujocoEnv
 from hydra import compose, initialize_config_dir
 from torch import Tensor, nn
 
 from mbrl.agents import SAC, SACConfig
+from mbrl.agents.networks import TwinQ
 from mbrl.config import Config
 from mbrl.model_side import ModelSide
-from mbrl.models import DynamicsModel, GaussianEnsemble, ModelTrainer
+from mbrl.models import DynamicsModel, GaussianConfig, GaussianEnsemble, ModelTrainer
 from mbrl.models.fit_step import FitProgress
 from mbrl.runtime.validate import validate
 from mbrl.schedule import model_phase_steps, model_pool_size, pool_capacity, rollout_length
 from mbrl.trainer import Trainer
 
 from test_trainer import tiny_config
-from tests_support import tiny_model_config
+from tests_support import ensemble_linears, tiny_model_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -116,6 +119,7 @@ def composed(*overrides: str) -> Config:
 
 def _ours(cfg: Config) -> dict[str, Any]:
     r, m = cfg.rollout, cfg.mbpo
+    assert isinstance(cfg.agent, SACConfig)
     entropy = cfg.agent.target_entropy
     return {
         "updates": cfg.algorithm.updates_per_step,
@@ -142,6 +146,7 @@ def test_env_settings_are_mbpos(env: str) -> None:
             assert ours[key] != value, f"{env}.{key} now equals MBPO's: drop it from INTENDED"
             continue
         assert ours[key] == value, f"{env}: {key} is {ours[key]}, MBPO's is {value}"
+    assert isinstance(cfg.model, GaussianConfig)
     assert cfg.model.hidden == [theirs["hidden"]] * 4  # construct_model: 4 hidden layers
     if env in PAPER_STEPS:
         assert cfg.total_steps == PAPER_STEPS[env]
@@ -151,6 +156,7 @@ def test_shared_settings_are_mbpos() -> None:
     """Settings every env shares: SAC (softlearning via MBPO) and the model fit (bnn.py)."""
     cfg = composed("env=hopper", "model=gaussian")
     a, m = cfg.agent, cfg.model
+    assert isinstance(a, SACConfig) and isinstance(m, GaussianConfig)
     assert (a.actor_lr, a.critic_lr, a.alpha_lr) == (3e-4, 3e-4, 3e-4)
     assert (a.gamma, a.tau, a.batch_size, a.hidden_sizes) == (0.99, 5e-3, 256, [256, 256])
     assert a.init_alpha == 1.0 and a.autotune  # log_alpha initialised to 0
@@ -168,6 +174,7 @@ def test_sac_networks_are_softlearnings_two_relu_layers_of_256_and_twin_critics(
     forward pass is recomputed here from the networks' weights."""
     cfg = composed("env=hopper", "model=gaussian")
     torch.manual_seed(0)
+    assert isinstance(cfg.agent, SACConfig)
     agent = SAC(11, 3, cfg.agent)
     obs, act = torch.randn(64, 11), torch.rand(64, 3) * 2 - 1
     linears = [m for m in agent.actor.net if isinstance(m, nn.Linear)]
@@ -179,13 +186,14 @@ def test_sac_networks_are_softlearnings_two_relu_layers_of_256_and_twin_critics(
     got_mean, got_log_std = agent.actor(obs)
     torch.testing.assert_close(got_mean, mean)
     torch.testing.assert_close(got_log_std, log_std.clamp(-20, 2))
+    assert isinstance(agent.critic, TwinQ)
     layers = agent.critic.linears
     assert [tuple(m.weight.shape) for m in layers] == [(2, 14, 256), (2, 256, 256), (2, 256, 1)]
     q = agent.critic(obs, act)
     for i in range(2):  # each critic from its own weights
         h = torch.cat([obs, act], dim=-1)
-        for layer in layers[:-1]:
-            h = torch.relu(h @ layer.weight[i] + layer.bias[i])
+        for ens_layer in layers[:-1]:
+            h = torch.relu(h @ ens_layer.weight[i] + ens_layer.bias[i])
         torch.testing.assert_close(q[i], (h @ layers[-1].weight[i] + layers[-1].bias[i])[:, 0])
     assert not torch.equal(q[0], q[1])
 
@@ -205,7 +213,9 @@ def mbpo_set_rollout_length(epoch: int, schedule: tuple[int, int, int, int]) -> 
     return int(y)
 
 
-def mbpo_model_phases(init: int, epoch_length: int, freq: int, epochs: int):  # type: ignore[no-untyped-def]
+def mbpo_model_phases(
+    init: int, epoch_length: int, freq: int, epochs: int
+) -> Iterator[tuple[int, int]]:
     """(env steps collected so far, MBPO's epoch) at each model fit of mbpo.py's _train: the
     epoch loop starts after the initial exploration, timestep counts within the epoch."""
     for epoch in range(epochs):
@@ -367,7 +377,7 @@ def test_sac_batch_takes_int_real_rows(tmp_path: str) -> None:
     trainer = Trainer(cfg, os.path.join(tmp_path, "run"))
     trainer.run()
     mbpo = trainer.algo.model_side
-    assert mbpo is not None
+    assert isinstance(mbpo, ModelSide)
     mbpo.model_phase(100, trainer.algo.gens["train"], trainer.timer)
     mbpo.pool.data["obs"].fill_(-1234.0)
     batch = mbpo.batch(256, torch.Generator().manual_seed(0))
@@ -384,7 +394,7 @@ def _swish(x: Tensor) -> Tensor:
 def mbpo_bnn_loss(g: GaussianEnsemble, x: Tensor, y: Tensor, l2: list[float]) -> Tensor:
     """bnn.py's train_loss from the raw weights: _compile_outputs, _compile_losses
     (inc_var_loss=True), the FC decays (weight_decay * tf.nn.l2_loss(W)) and the bound term."""
-    layers = list(g.net.layers)
+    layers = ensemble_linears(g.net)
     h = x
     for layer in layers[:-1]:
         h = _swish(torch.matmul(h, layer.weight) + layer.bias)
@@ -426,7 +436,9 @@ def test_gaussian_init_and_optimizer_are_mbpos() -> None:
     model = DynamicsModel(11, 3, cfg)
     g = model.ensemble
     assert isinstance(g, GaussianEnsemble)
-    for layer in g.net.layers:  # tf.truncated_normal_initializer(stddev=1 / (2 sqrt(in)))
+    for layer in ensemble_linears(
+        g.net
+    ):  # tf.truncated_normal_initializer(stddev=1 / (2 sqrt(in)))
         std = 1 / (2 * math.sqrt(layer.in_dim))
         w = layer.weight.detach()
         assert float(w.abs().max()) <= 2 * std and float(layer.bias.detach().abs().max()) == 0.0
@@ -506,7 +518,9 @@ def test_early_stopping_snapshots_and_elites_replay_mbpos_loop(
 
     monkeypatch.setattr(trainer, "_epoch", fake_epoch)
     monkeypatch.setattr(trainer, "holdout_score", fake_score)
-    out = trainer.fit(*[torch.randn(400, k) for k in (2, 1, 2)], torch.randn(400), gen)
+    obs, act, next_obs = [torch.randn(400, k) for k in (2, 1, 2)]
+    out = trainer.fit(obs, act, next_obs, torch.randn(400), gen)
+    assert out is not None
     ran, snapshots = mbpo_early_stopping(script)
     assert out["model/epochs"] == ran < 300
     for p in trainer._members:  # every per-member tensor restored to its best epoch
@@ -592,8 +606,9 @@ def test_holdout_is_capped_at_5000_rows() -> None:
     cfg = tiny_model_config("gaussian", members=2, elites=1, max_epochs=1)
     trainer = ModelTrainer(DynamicsModel(2, 1, cfg), cfg)
     gen = torch.Generator().manual_seed(0)
-    rows = [torch.randn(30_000, k, generator=gen) for k in (2, 1, 2)]
-    out = trainer.fit(*rows, torch.randn(30_000, generator=gen), gen)
+    obs, act, next_obs = [torch.randn(30_000, k, generator=gen) for k in (2, 1, 2)]
+    out = trainer.fit(obs, act, next_obs, torch.randn(30_000, generator=gen), gen)
+    assert out is not None
     assert out["model/holdout_rows"] == 5000 and out["model/train_rows"] == 25_000
     train, hold = trainer._split(30_000, torch.Generator().manual_seed(1))
     assert (len(train), len(hold)) == (25_000, 5000)
@@ -623,6 +638,7 @@ def test_sac_losses_are_softlearnings_computed_by_hand() -> None:
         return net(o, a)  # [2, n]
 
     alpha = 0.3
+    assert sac.critic_target is not None
     with torch.no_grad():
         a2, logp2 = pi(next_obs, noise[1])
         target = rew + 0.99 * (1 - term.float()) * (
@@ -652,7 +668,8 @@ def test_bootstrap_resamples_each_members_training_rows(monkeypatch: pytest.Monk
         return real_epoch(x, y, boot, gen)
 
     monkeypatch.setattr(trainer, "_epoch", spy)
-    trainer.fit(*[torch.randn(1000, k) for k in (2, 1, 2)], torch.randn(1000), _gen(3))
+    obs, act, next_obs = [torch.randn(1000, k) for k in (2, 1, 2)]
+    trainer.fit(obs, act, next_obs, torch.randn(1000), _gen(3))
     train, hold = trainer._split(1000, _gen(3))
     (boot,) = seen
     assert boot.shape == (4, 800) and set(boot.flatten().tolist()) <= set(train.tolist())
@@ -679,7 +696,9 @@ def test_ant_and_humanoid_observations_are_mbpos_truncated_ones(
     obs, _ = e.reset(seed=0)
     for _ in range(5):
         obs, *_ = e.step(e.action_space.sample())
-    data = e.unwrapped.data  # type: ignore[attr-defined]
+    base = e.unwrapped
+    assert isinstance(base, MujocoEnv)
+    data = base.data
     expected = torch.cat([torch.as_tensor(data.qpos[2:]), torch.as_tensor(data.qvel)])
     assert obs.shape == (dims,)
     torch.testing.assert_close(torch.as_tensor(obs, dtype=torch.float64), expected.double())
@@ -734,6 +753,7 @@ def test_sac_networks_start_as_softlearnings(how: str) -> None:
     nn.Linear's default (+-1/sqrt(fan_in), biases too)."""
     torch.manual_seed(0)
     sac = SAC(11, 3, SACConfig(init=how))
+    assert isinstance(sac.critic, TwinQ)
     layers = [
         (m.weight.detach(), m.bias.detach(), m.in_features, m.out_features)
         for m in sac.actor.linears
@@ -742,6 +762,7 @@ def test_sac_networks_start_as_softlearnings(how: str) -> None:
         (m.weight.detach(), m.bias.detach(), m.in_dim, m.out_dim) for m in sac.critic.linears
     ]
     assert len(layers) == 6
+    assert sac.critic_target is not None
     for weight, bias, fan_in, fan_out in layers:
         if how == "glorot":
             bound = math.sqrt(6.0 / (fan_in + fan_out))
@@ -833,7 +854,9 @@ def test_walker2d_v5_right_foot_has_v4s_other_friction() -> None:
     from mbrl.envs import make_env
 
     for version, right in (("v4", 0.9), ("v5", 1.9)):
-        model: Any = make_env("walker2d", version=version).unwrapped.model
+        env = make_env("walker2d", version=version).unwrapped
+        assert isinstance(env, MujocoEnv)
+        model: Any = env.model
         assert model.geom("foot_geom").friction[0] == pytest.approx(right)
         assert model.geom("foot_left_geom").friction[0] == pytest.approx(1.9)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -13,6 +14,7 @@ from nflows.transforms.coupling import PiecewiseRationalQuadraticCouplingTransfo
 from torch import nn
 
 from flows import ConditionalFlow, EnsembleConditionalFlow
+from flows.nn import EnsembleMLP
 
 E, D, C, B = 3, 5, 4, 16
 
@@ -165,13 +167,14 @@ def test_bf16_autocast_runs_hidden_layers_low_and_everything_else_fp32() -> None
     flow = EnsembleConditionalFlow(E, D, C, layers=2, hidden=(16,), embed_hidden=(16,), embed_dim=8)
     dtypes: dict[str, torch.dtype] = {}
 
-    def record(name: str):  # type: ignore[no-untyped-def]
+    def record(name: str) -> Callable[[object, object, torch.Tensor], None]:
         def hook(module: object, inputs: object, out: torch.Tensor) -> None:
             dtypes.setdefault(name, out.dtype)
 
         return hook
 
     cond = flow.conditioners[0]
+    assert isinstance(cond, EnsembleMLP)
     cond.layers[0].register_forward_hook(record("conditioner hidden"))
     cond.register_forward_hook(record("conditioner output"))
     flow.base.register_forward_hook(record("base loc / log-scale"))
@@ -240,7 +243,7 @@ def test_a_single_flow_is_a_torch_distribution_like_one_ensemble_member() -> Non
     assert dist.rsample((3, 2)).shape == (3, 2, B, D)
     assert ens(ctx).sample((3,)).shape == (3, 1, B, D)
     with pytest.raises(TypeError, match="by name"):
-        dist.sample(torch.Generator())  # type: ignore[arg-type]
+        dist.sample(torch.Generator())  # type: ignore[arg-type]  # (positional: refused)
 
 
 def test_log_prob_takes_samples_with_sample_dims() -> None:

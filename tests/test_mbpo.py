@@ -6,10 +6,12 @@ import copy
 import json
 import math
 import os
+from typing import Any
 
 import pytest
 import torch
 
+from mbrl.config import Config
 from mbrl.envs.vector import make_vector_env
 from mbrl.mbpo import MBPO, Step
 from mbrl.model_side import ModelSide
@@ -42,7 +44,7 @@ MBPO_TINY = {
 }
 
 
-def mbpo_config(**overrides: object):  # type: ignore[no-untyped-def]
+def mbpo_config(**overrides: object) -> Config:
     return tiny_config("hopper", **{**MBPO_TINY, **overrides})
 
 
@@ -189,7 +191,7 @@ def test_bench_times_a_trained_agent_both_ways(tmp_path: str) -> None:
         assert torch.equal(value, before[key]), "the timed copies must not train the agent"
 
 
-def _algo(cfg):  # type: ignore[no-untyped-def]
+def _algo(cfg: Config) -> MBPO:
     envs = make_vector_env(cfg.env.name, 1, "sync", cfg.env.max_episode_steps)
     return MBPO(cfg, envs, torch.device("cpu"))
 
@@ -234,9 +236,9 @@ def test_the_algorithm_object_alone_resumes_from_its_state_dict() -> None:
         algo.close()
 
 
-def _flat(obj: object, prefix: str = "") -> dict[str, object]:
+def _flat(obj: object, prefix: str = "") -> dict[str, Any]:
     if isinstance(obj, dict):
-        out: dict[str, object] = {}
+        out: dict[str, Any] = {}
         for k, v in obj.items():
             out.update(_flat(v, f"{prefix}{k}."))
         return out
@@ -259,8 +261,10 @@ def test_a_state_without_the_pool_refills_it_at_the_next_step() -> None:
     }
     resumed = _algo(cfg)
     resumed.load_state_dict(copy.deepcopy(state))
-    pool = resumed.model_side.pool
-    assert pool.size == 0 and not resumed.model_side.pool_ready  # (batches: D_env alone)
+    side = resumed.model_side
+    assert isinstance(side, ModelSide)
+    pool = side.pool
+    assert pool.size == 0 and not side.pool_ready  # (batches: D_env alone)
     # the same weights go on: the agent's and the model's were loaded
     for part in ("agent", "algorithm"):
         saved, loaded = _flat(state[part]), _flat(resumed.state_dict()[part])

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from gymnasium.envs.mujoco.mujoco_env import MujocoEnv
 
 from mbrl.envs import env_spec, make_env
 
@@ -143,15 +144,17 @@ def test_v5_is_unchanged() -> None:
         assert version.gym_id == f"{env.capitalize()}-v5" and version.kwargs == flags[env]
         assert version.obs_dims is None and version.contact_cost is None
         e = make_env(env)
+        base = e.unwrapped
+        assert isinstance(base, MujocoEnv)
         assert e.observation_space.shape == (dims,)
         obs, _ = e.reset(seed=0)
-        _check_obs(obs, e.unwrapped.data, dims)  # type: ignore[attr-defined]
+        _check_obs(obs, base.data, dims)
         rng = np.random.default_rng(2)
         for _ in range(10):
             obs, reward, terminated, truncated, info = e.step(
                 rng.uniform(-1, 1, e.action_space.shape)
             )
-            _check_obs(obs, e.unwrapped.data, dims)  # type: ignore[attr-defined]
+            _check_obs(obs, base.data, dims)
             terms = [k for k in info if k.startswith("reward_")]
             assert "reward_contact" in terms
             assert reward == pytest.approx(sum(info[k] for k in terms), rel=1e-12)

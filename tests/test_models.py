@@ -5,13 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from torch import nn
+from torch import Tensor, nn
 
 from mbrl.config import ConfigError, ModelConfig
 from mbrl.envs import make_env
-from mbrl.models import DynamicsModel, GaussianEnsemble, ModelTrainer, Normalizer
+from mbrl.models import DynamicsModel, GaussianConfig, GaussianEnsemble, ModelTrainer, Normalizer
 from mbrl.models.model_registry import model_class
 
+from tests_support import ensemble_linears
 from tests_support import tiny_model_config as _cfg
 
 
@@ -28,7 +29,9 @@ def test_normalizer_roundtrip_and_constant_dims() -> None:
 
 def test_gaussian_log_prob_matches_torch_normal() -> None:
     torch.manual_seed(0)
-    g = GaussianEnsemble(2, 4, _cfg("gaussian", members=3, hidden=[16], l2=[0, 0]))
+    cfg = _cfg("gaussian", members=3, hidden=[16], l2=[0, 0])
+    assert isinstance(cfg, GaussianConfig)
+    g = GaussianEnsemble(2, 4, cfg)
     ctx, y = torch.randn(5, 4), torch.randn(5, 2)
     dist = g(ctx)
     ref = torch.distributions.Normal(dist.mean, (0.5 * dist.logvar).exp()).log_prob(y).sum(-1)
@@ -42,7 +45,7 @@ def _member_marking_model(elites: list[int]) -> DynamicsModel:
     ensemble = model.ensemble
     assert isinstance(ensemble, GaussianEnsemble)
     with torch.no_grad():
-        for layer in ensemble.net.layers:
+        for layer in ensemble_linears(ensemble.net):
             layer.weight.zero_()
             layer.bias.zero_()
         last = ensemble.net.last
@@ -66,7 +69,7 @@ def test_sample_gives_each_row_a_random_elite_without_syncs(host_reads: list[str
     assert not torch.equal(other, next_obs)  # the assignment is random per call
 
 
-def _linear_data(n: int, seed: int = 0) -> tuple[torch.Tensor, ...]:
+def _linear_data(n: int, seed: int = 0) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     g = torch.Generator().manual_seed(seed)
     obs, act = torch.randn(n, 2, generator=g), torch.rand(n, 1, generator=g) * 2 - 1
     next_obs = obs + 0.1 * act + 0.05 * torch.randn(n, 2, generator=g)
@@ -85,6 +88,7 @@ def test_fit_learns_selects_elites_and_restores_best(name: str) -> None:
         model.in_norm(torch.cat(data[:2], -1)), model.targets(data[0], data[2], data[3]), "nll"
     )
     metrics = trainer.fit(*data, gen)
+    assert metrics is not None
     assert metrics["model/epochs"] <= 40 and metrics["model/holdout_rows"] == 200
     assert float(metrics["model/holdout_nll"]) < float(untrained.min()) - 1.0
     # Elites are the members with the best holdout score (MSE for the Gaussian as MBPO, NLL
@@ -136,15 +140,17 @@ def test_early_stopping_and_caps() -> None:
     cfg = _cfg("gaussian", members=2, elites=1, patience=0, max_epochs=300, batch_size=16)
     model = DynamicsModel(2, 1, cfg)
     out = ModelTrainer(model, model.cfg).fit(*_linear_data(200), torch.Generator().manual_seed(0))
+    assert out is not None
     assert out["model/epochs"] < 300  # patience 0 stops at the first epoch without a 1 % gain
     model = DynamicsModel(2, 1, _cfg("gaussian", members=2, elites=1, max_seconds=1e-9))
     out = ModelTrainer(model, model.cfg).fit(*_linear_data(200), torch.Generator().manual_seed(0))
+    assert out is not None
     assert out["model/epochs"] == 1
     with pytest.raises(ValueError, match="at least 2 transitions"):
         ModelTrainer(model, model.cfg).fit(*_linear_data(1), torch.Generator())
 
 
-def _hopper_data(steps: int, seed: int) -> tuple[torch.Tensor, ...]:
+def _hopper_data(steps: int, seed: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     env, rng = make_env("hopper"), np.random.default_rng(seed)
     obs, _ = env.reset(seed=seed)
     rows = []
@@ -154,7 +160,8 @@ def _hopper_data(steps: int, seed: int) -> tuple[torch.Tensor, ...]:
         rows.append((obs, act, nxt, r))
         obs = env.reset()[0] if term or trunc else nxt
     cols = [np.array([row[i] for row in rows], dtype=np.float32) for i in range(4)]
-    return tuple(torch.as_tensor(c) for c in cols)
+    t_obs, t_act, t_next, t_rew = (torch.as_tensor(c) for c in cols)
+    return t_obs, t_act, t_next, t_rew
 
 
 def test_flow_beats_gaussian_on_hopper_holdout_at_equal_data() -> None:
@@ -163,11 +170,9 @@ def test_flow_beats_gaussian_on_hopper_holdout_at_equal_data() -> None:
     for name in ("flow", "gaussian"):
         torch.manual_seed(0)
         model = DynamicsModel(11, 3, _cfg(name, members=2, elites=2, max_epochs=8))
-        nll[name] = float(
-            ModelTrainer(model, model.cfg).fit(*data, torch.Generator().manual_seed(0))[
-                "model/holdout_nll"
-            ]
-        )
+        out = ModelTrainer(model, model.cfg).fit(*data, torch.Generator().manual_seed(0))
+        assert out is not None
+        nll[name] = float(out["model/holdout_nll"])
     assert nll["flow"] < nll["gaussian"], nll
 
 
@@ -185,6 +190,7 @@ def test_the_bars_holdout_figure_is_the_logged_one(name: str) -> None:
     next_obs = obs + 5.0 * torch.randn(600, 2, generator=g)  # targets far from unit scale
     out = trainer.fit(obs, act, next_obs, 10 * torch.randn(600, generator=g), g,
                       on_epoch=lambda epoch, score: shown.append(score))  # fmt: skip
+    assert out is not None
     key = "model/holdout_nll" if cfg.select_by == "nll" else "model/holdout_mse"
     assert len(shown) == out["model/epochs"]
     assert shown[-1] == pytest.approx(float(out[key]), rel=1e-5)

@@ -14,12 +14,12 @@ from torch import nn
 from mbrl.optim import GuardedStep, adam
 
 
-def _model() -> nn.Module:
+def _model() -> nn.Sequential:
     torch.manual_seed(0)
     return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
 
 
-def _groups(model: nn.Module) -> list[dict[str, object]]:
+def _groups(model: nn.Sequential) -> list[dict[str, object]]:
     # Two groups with their own learning rates and weight decay, as SAC's actor and critic.
     return [
         {"params": list(model[0].parameters()), "lr": 1e-2},
@@ -33,7 +33,7 @@ def test_adam_is_torchs_fused_adam(decoupled: bool) -> None:
     default (for-loop) implementation's."""
     ref, mine = _model(), _model()
     cls = torch.optim.AdamW if decoupled else torch.optim.Adam
-    ref_opt = cls(_groups(ref), lr=1e-3, weight_decay=0.0, foreach=False)  # type: ignore[arg-type]
+    ref_opt = cls(_groups(ref), lr=1e-3, weight_decay=0.0, foreach=False)
     opt = adam(_groups(mine), 1e-3, decoupled=decoupled)
     assert isinstance(opt, cls) and opt.defaults["fused"] and not opt.defaults["capturable"]
     x = torch.randn(16, 4)

@@ -11,6 +11,7 @@ import pytest
 import torch
 from test_fidelity import composed
 
+from mbrl.model_side import ModelSide
 from mbrl.trainer import Trainer
 
 
@@ -44,7 +45,9 @@ def test_runs_differing_only_in_the_model_are_paired(tmp_path: str, other: str) 
     runs = {m: _arm(m, os.path.join(tmp_path, m)) for m in ("flow", other)}
     flow, rival = runs["flow"], runs[other]
     # the models themselves differ (what their construction draws differs too) ...
-    models = flow.algo.model_side.model, rival.algo.model_side.model
+    sides = flow.algo.model_side, rival.algo.model_side
+    assert isinstance(sides[0], ModelSide) and isinstance(sides[1], ModelSide)
+    models = sides[0].model, sides[1].model
     assert models[0].state_dict().keys() != models[1].state_dict().keys()
     # ... but the agents start from the same weights
     for name in ("actor", "critic", "critic_target"):
@@ -70,5 +73,5 @@ def test_different_seeds_give_different_agents(tmp_path: str) -> None:
     cfg = first.config
     cfg.seed = 4
     second = Trainer(cfg, os.path.join(tmp_path, "b"))
-    w1, w2 = first.algo.agent.actor.net[0].weight, second.algo.agent.actor.net[0].weight
+    w1, w2 = first.algo.agent.actor.linears[0].weight, second.algo.agent.actor.linears[0].weight
     assert not torch.equal(w1, w2)

@@ -6,6 +6,7 @@ import glob
 import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -133,7 +134,7 @@ def test_the_band_averages_the_seeds_that_reached_each_step() -> None:
     assert std.tolist() == pytest.approx(expected_std)
 
 
-def test_a_line_cut_by_a_kill_is_left_out(tmp_path: str) -> None:
+def test_a_line_cut_by_a_kill_is_left_out(tmp_path: Path) -> None:
     """A run killed while writing its metrics: load_run (every report reads runs through it)
     keeps the whole lines and leaves the cut one out, as the seeds runner's readers do."""
     from mbrl.tools.plotting import load_run
@@ -148,7 +149,7 @@ def test_a_line_cut_by_a_kill_is_left_out(tmp_path: str) -> None:
     assert [r["step"] for r in load_run(path).rows] == [1000, 2000]
 
 
-def test_a_campaign_folder_keeps_its_reports_order_and_figure(tmp_path: str) -> None:
+def test_a_campaign_folder_keeps_its_reports_order_and_figure(tmp_path: Path) -> None:
     """plot.py on a seeds.py campaign (variants given gaussian first): the settings in the
     campaign's order, so the paired difference is flow − gaussian as in its report, and the
     figure written beside the report's curves.png, not over it."""

@@ -25,6 +25,7 @@ from mbrl.bench.update_bench import RealRows
 from mbrl.buffer import random_transitions
 from mbrl.config import Config, ConfigError, ModelConfig
 from mbrl.launch import resolve
+from mbrl.model_side import ModelSide
 from mbrl.models import DynamicsModel, ModelTrainer, register_model, weighted_mean
 from mbrl.runtime.checkpoint import load
 from mbrl.runtime.validate import to_yaml, validate
@@ -156,7 +157,10 @@ class BatchNormTwinQ(nn.Module):
 class CrossQ(SAC):
     config = CrossQConfig
 
-    def build_critic(self, obs_dim: int, act_dim: int, cfg: CrossQConfig) -> nn.Module:  # type: ignore[override]
+    # (an agent is built with its own config: the narrower cfg is what build_critic gets)
+    def build_critic(  # type: ignore[override]
+        self, obs_dim: int, act_dim: int, cfg: CrossQConfig
+    ) -> nn.Module:
         return BatchNormTwinQ(obs_dim, act_dim, cfg.hidden_sizes, cfg.bn_momentum)
 
     def build_target(self, obs_dim: int, act_dim: int, cfg: SACConfig) -> None:
@@ -186,7 +190,11 @@ class CrossQ(SAC):
         self, losses: tuple[Tensor, ...], alpha: Tensor, q: Tensor, log_prob: Tensor
     ) -> dict[str, Tensor]:
         """SAC's, and the running variance the critic's input norm has reached (1 at first)."""
-        running_var = self.critic.norms[0].norm.running_var
+        critic = self.critic
+        assert isinstance(critic, BatchNormTwinQ)
+        first = critic.norms[0]
+        assert isinstance(first, MemberNorm) and first.norm.running_var is not None
+        running_var = first.norm.running_var
         return {**super().metrics(losses, alpha, q, log_prob), "bn_var": running_var.mean()}
 
 
@@ -221,8 +229,13 @@ class QuantileTwinQ(nn.Module):
 
 class QuantileSAC(SAC):
     config = QuantileConfig
+    critic: QuantileTwinQ  # (build_critic's; the target is built by it too)
+    critic_target: QuantileTwinQ
 
-    def build_critic(self, obs_dim: int, act_dim: int, cfg: QuantileConfig) -> nn.Module:  # type: ignore[override]
+    # (an agent is built with its own config: the narrower cfg is what build_critic gets)
+    def build_critic(  # type: ignore[override]
+        self, obs_dim: int, act_dim: int, cfg: QuantileConfig
+    ) -> nn.Module:
         return QuantileTwinQ(obs_dim, act_dim, cfg.hidden_sizes, cfg.quantiles)
 
     def critic_loss(
@@ -257,7 +270,7 @@ register_agent("quantile_test", QuantileConfig)
 class ScaledCriticSAC(SAC):
     """A SAC subclass of the test's own: the critic loss halved."""
 
-    def critic_loss(self, *args: Tensor) -> tuple[Tensor, Tensor]:  # type: ignore[override]
+    def critic_loss(self, *args: Tensor) -> tuple[Tensor, Tensor]:
         loss, q = super().critic_loss(*args)
         return 0.5 * loss, q
 
@@ -279,7 +292,9 @@ def test_a_model_defined_in_a_test_file_trains_an_mbpo_run(tmp_path: str) -> Non
     assert isinstance(cfg.model, LinearConfig) and cfg.model.noise == 0.05
     run = os.path.join(tmp_path, "run")
     trainer = Trainer(cfg, run)
-    model = trainer.algo.model_side.model
+    side = trainer.algo.model_side
+    assert isinstance(side, ModelSide)
+    model = side.model
     assert isinstance(model.ensemble, LinearModel)
     trainer.run()
     assert float(model.ensemble.weight.detach().abs().sum()) > 0  # the fit moved it from zero
@@ -360,8 +375,8 @@ def test_a_resumed_run_keeps_its_agent_and_its_keys(tmp_path: str) -> None:
     os.makedirs(os.path.join(run, "ckpt"))
     with open(os.path.join(run, "config.yaml"), "w", encoding="utf-8") as f:
         f.write(to_yaml(composed("agent=crossq_test", "agent.bn_momentum=0.05")))
-    with open(os.path.join(run, "ckpt", "last.pt"), "wb") as f:
-        f.write(b"(read later, when the checkpoint is loaded)")
+    with open(os.path.join(run, "ckpt", "last.pt"), "wb") as fb:
+        fb.write(b"(read later, when the checkpoint is loaded)")
 
     def resumed(*overrides: str) -> Config:
         conf = os.path.abspath(os.path.join(ROOT, "conf"))

@@ -44,6 +44,7 @@ def test_an_unknown_name_names_the_closest_and_lists_all() -> None:
 @pytest.mark.parametrize("name", ["", "a b", "x=1", "a,b", "dir/name", 3])
 def test_a_name_that_cannot_be_typed_as_key_equals_name_is_refused(name: object) -> None:
     with pytest.raises(ValueError, match=rf"colour name {name!r} is not allowed; use letters"):
+        # (the name 3 is not a str: refused as the others are)
         Registry[int]("colour", "a colour").register(name, 1)  # type: ignore[arg-type]
 
 
@@ -63,7 +64,7 @@ def test_the_models_agents_and_envs_use_it() -> None:
 
 def test_register_model_refuses_what_is_not_a_model_config() -> None:
     with pytest.raises(TypeError, match="need a ModelConfig subclass"):
-        register_model("not_a_model", AgentConfig)  # type: ignore[arg-type]
+        register_model("not_a_model", AgentConfig)  # type: ignore[arg-type]  # (refused)
     assert "not_a_model" not in MODELS
 
 

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import pytest
 import torch
 from torch import nn
 from torch.distributions import Normal, TanhTransform, TransformedDistribution
 
+from mbrl.agents.networks import TwinQ
 from mbrl.agents.sac import SAC, SACConfig
 from mbrl.buffer import random_transitions
+
+from tests_support import ensemble_linears
 
 OBS, ACT, B = 5, 2, 32
 
@@ -19,9 +23,15 @@ def _batch(seed: int = 0) -> dict[str, torch.Tensor]:
     return random_transitions(B, OBS, ACT, torch.Generator().manual_seed(seed))
 
 
-def _sac(**kw: object) -> SAC:
+def _critic(sac: SAC) -> TwinQ:
+    """SAC's critic, typed (the base class builds TwinQ)."""
+    assert isinstance(sac.critic, TwinQ)
+    return sac.critic
+
+
+def _sac(**kw: Any) -> SAC:
     torch.manual_seed(0)
-    return SAC(OBS, ACT, SACConfig(hidden_sizes=[32, 32], **kw))  # type: ignore[arg-type]
+    return SAC(OBS, ACT, SACConfig(hidden_sizes=[32, 32], **kw))
 
 
 def test_log_prob_matches_torch_tanh_normal() -> None:
@@ -44,7 +54,7 @@ def test_twin_critics_are_two_independent_mlps() -> None:
     q = sac.critic(obs, act)
     assert q.shape == (2, 7)
     x = torch.cat([obs, act], -1)
-    layers = list(sac.critic.net.layers)
+    layers = ensemble_linears(_critic(sac).net)
     for member in range(2):
         h = x
         for i, layer in enumerate(layers):
@@ -74,6 +84,7 @@ def test_update_trains_all_nets_and_lerps_target() -> None:
             )
     assert not torch.equal(before["log_alpha"], sac.log_alpha.detach())
     tau = sac.cfg.tau
+    assert sac.critic_target is not None
     for key, old_target in before["critic_target"].items():
         expected = old_target + tau * (sac.critic.state_dict()[key] - old_target)
         torch.testing.assert_close(sac.critic_target.state_dict()[key], expected)
@@ -88,7 +99,9 @@ def test_each_loss_moves_only_its_own_parameters(loss_index: int, net: str) -> N
     noise = torch.randn((2, B, ACT), generator=torch.Generator().manual_seed(0))
     sac.update(b, torch.Generator().manual_seed(0))  # the same noise: first draw of seed 0
     out = ref.losses(b["obs"], b["act"], b["rew"], b["next_obs"], b["terminated"], noise)
-    out[loss_index].backward()
+    loss = out[loss_index]
+    assert isinstance(loss, torch.Tensor)
+    loss.backward()
 
     def params(agent: SAC) -> list[torch.Tensor]:
         if net == "alpha":
@@ -132,6 +145,7 @@ def test_terminated_cuts_the_bootstrap_but_truncated_does_not() -> None:
     b["terminated"][:], b["truncated"][:] = False, True
     target = sac.target_q(b["rew"], b["next_obs"], b["terminated"], alpha, noise)
     next_act, next_logp = sac.actor.squash(b["next_obs"], noise)
+    assert sac.critic_target is not None
     q_next = sac.critic_target(b["next_obs"], next_act).min(0).values
     torch.testing.assert_close(target, b["rew"] + 0.9 * (q_next - alpha * next_logp))
     # The update reads the batch whole: a truncated row must train as the same row not truncated.
@@ -142,7 +156,8 @@ def test_terminated_cuts_the_bootstrap_but_truncated_does_not() -> None:
     params = [[*a.critic.parameters(), *a.actor.parameters()] for a in agents]
     for p, q in zip(*params, strict=True):
         assert torch.equal(p, q)
-    assert not torch.equal(agents[0].critic.net.layers[0].weight, sac.critic.net.layers[0].weight)
+    first = [ensemble_linears(_critic(a).net)[0].weight for a in (agents[0], sac)]
+    assert not torch.equal(*first)
 
 
 def test_state_dict_roundtrip_gives_identical_updates() -> None:
@@ -183,8 +198,9 @@ def test_amp_update_is_finite_and_moves(amp: str) -> None:
     for seed in range(5):  # (fp16's loss scale starts high: its first steps may be skipped)
         metrics = sac.update(_batch(seed), torch.Generator().manual_seed(seed))
     assert all(torch.isfinite(v) for v in metrics.values())
-    assert sac.critic.net.layers[0].weight.dtype == torch.float32  # master weights stay fp32
-    assert not torch.equal(before["net.layers.1.weight"], sac.critic.net.layers[1].weight)
+    layers = ensemble_linears(_critic(sac).net)
+    assert layers[0].weight.dtype == torch.float32  # master weights stay fp32
+    assert not torch.equal(before["net.layers.1.weight"], layers[1].weight)
 
 
 def test_sac_solves_a_one_step_bandit() -> None:

@@ -57,6 +57,7 @@ def test_a_loss_edited_in_place_trains_as_written(monkeypatch: pytest.MonkeyPatc
 
 
 def _check_huber_gradients(sac: SAC) -> None:
+    assert sac.critic_target is not None
     critic, actor, target = (copy.deepcopy(m) for m in (sac.critic, sac.actor, sac.critic_target))
     b = _batch()
     sac.update(b, torch.Generator().manual_seed(7))
@@ -99,7 +100,7 @@ class AtomQ(nn.Module):
 
 
 class AtomSAC(SAC):
-    def build_critic(self, obs_dim: int, act_dim: int, cfg: SACConfig) -> AtomQ:  # type: ignore[override]
+    def build_critic(self, obs_dim: int, act_dim: int, cfg: SACConfig) -> AtomQ:
         return AtomQ(obs_dim, act_dim, cfg)
 
 
@@ -112,6 +113,7 @@ def test_critics_of_another_shape_train(compile: bool) -> None:
     sac = AtomSAC(OBS, ACT, cfg, compile=compile)
     torch.manual_seed(0)
     ref = AtomSAC(OBS, ACT, cfg)  # the same initial weights
+    assert isinstance(sac.critic, AtomQ)
     assert sac.critic.net.last.out_dim == 5
     b = _batch()
     sac.update(b, torch.Generator().manual_seed(3))

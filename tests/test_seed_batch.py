@@ -4,6 +4,7 @@ each seed's own SAC, updated on the same batches with the same generators."""
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import pytest
 import torch
@@ -18,11 +19,11 @@ OBS, ACT, B = 11, 3, 64
 ATOL = 1e-6
 
 
-def solo_agents(seeds: int, **cfg: object) -> list[SAC]:
+def solo_agents(seeds: int, **cfg: Any) -> list[SAC]:
     agents = []
     for s in range(seeds):
         torch.manual_seed(s)
-        agents.append(SAC(OBS, ACT, SACConfig(batch_size=B, **cfg)))  # type: ignore[arg-type]
+        agents.append(SAC(OBS, ACT, SACConfig(batch_size=B, **cfg)))
     return agents
 
 
@@ -117,9 +118,9 @@ def test_each_agent_reads_its_seeds_current_weights() -> None:
     weights: what acting, model rollouts and evaluation read."""
     agents = solo_agents(2)
     batch = SeedBatch(agents)
-    before = agents[1].actor.net[0].weight.clone()
+    before = agents[1].actor.linears[0].weight.clone()
     SeedUpdates(batch, [RealRows("cpu", 500) for _ in agents], B, gens(2))(2)
-    assert not torch.equal(agents[1].actor.net[0].weight, before)
+    assert not torch.equal(agents[1].actor.linears[0].weight, before)
     for agent, state in zip(agents, batch.state_dicts(), strict=True):
         for name, w in agent.actor.state_dict().items():
             assert torch.equal(w, state["actor"][name]), name

@@ -5,6 +5,7 @@ generator."""
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import pytest
 import torch
@@ -48,22 +49,32 @@ def _rows(seed: int, n: int) -> dict[str, torch.Tensor]:
     return {"obs": obs, "act": act, "next_obs": next_obs, "rew": obs[:, 0] - act[:, 1]}
 
 
-def _solo_and_batched(kind: str, fits: int, **keys: object) -> tuple[list, list, list, list]:  # type: ignore[type-arg]
+Metrics = list[dict[str, Any]]
+
+
+def _solo_and_batched(
+    kind: str, fits: int, **keys: object
+) -> tuple[list[ModelTrainer], list[ModelTrainer], Metrics, Metrics]:
     """``fits`` fits of three seeds, solo and batched; each side's trainers and metrics."""
     solo = [_trainer(kind, s, **keys) for s in range(len(ROWS))]
     batched = [_trainer(kind, s, **keys) for s in range(len(ROWS))]
     fitter = SeedFits(batched)
     for k in range(fits):
         data = [_rows(10 * k + s, n + 40 * k) for s, n in enumerate(ROWS)]
-        want = [
-            t.fit(d["obs"], d["act"], d["next_obs"], d["rew"], torch.Generator().manual_seed(s))
-            for s, (t, d) in enumerate(zip(solo, data, strict=True))
-        ]
+        want = []
+        for s, (t, d) in enumerate(zip(solo, data, strict=True)):
+            out = t.fit(
+                d["obs"], d["act"], d["next_obs"], d["rew"], torch.Generator().manual_seed(s)
+            )
+            assert out is not None  # (no stop: the fit ran to its end)
+            want.append(out)
         got = fitter.fit(data, [torch.Generator().manual_seed(s) for s in range(len(ROWS))])
     return solo, batched, want, got
 
 
-def _compare(solo: list, batched: list, want: list, got: list) -> None:  # type: ignore[type-arg]
+def _compare(
+    solo: list[ModelTrainer], batched: list[ModelTrainer], want: Metrics, got: Metrics
+) -> None:
     for a, b, wa, wb in zip(solo, batched, want, got, strict=True):
         assert wa["model/epochs"] == wb["model/epochs"]
         assert torch.equal(a.model.elites, b.model.elites)
@@ -77,8 +88,8 @@ def _compare(solo: list, batched: list, want: list, got: list) -> None:  # type:
         for i, st in sa["opt"]["state"].items():  # Adam: moments and the step count
             assert float(sb["opt"]["state"][i]["step"]) == float(st["step"])
             for key in ("exp_avg", "exp_avg_sq"):
-                got, want = sb["opt"]["state"][i][key], st[key]
-                torch.testing.assert_close(got, want, atol=MOMENT_TOL, rtol=MOMENT_TOL)
+                moment, solo_moment = sb["opt"]["state"][i][key], st[key]
+                torch.testing.assert_close(moment, solo_moment, atol=MOMENT_TOL, rtol=MOMENT_TOL)
         for key in ("model/train_loss", "model/holdout_mse", "model/holdout_nll"):
             torch.testing.assert_close(
                 torch.as_tensor(wb[key]), torch.as_tensor(wa[key]), atol=TOL, rtol=TOL
@@ -138,6 +149,10 @@ def test_a_batch_refuses_unlike_models_and_a_paused_fit() -> None:
     trainers = [_trainer("gaussian", s, max_epochs=2) for s in range(2)]
     paused = copy.deepcopy(trainers[1])
     data = _rows(0, 100)
-    assert paused.fit(*data.values(), torch.Generator().manual_seed(0), stop=lambda: True) is None
+    obs, act, next_obs, rew = data["obs"], data["act"], data["next_obs"], data["rew"]
+    assert (
+        paused.fit(obs, act, next_obs, rew, torch.Generator().manual_seed(0), stop=lambda: True)
+        is None
+    )
     with pytest.raises(ValueError, match="seed 1's checkpoint holds a paused model fit"):
         SeedFits([trainers[0], paused]).fit([data, data], [torch.Generator()] * 2)

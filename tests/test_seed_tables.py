@@ -107,7 +107,9 @@ def test_stand_still_counts_only_where_a_body_can_stand_still() -> None:
     ]
     per = cells([Run("hopper_run", config, rows)])
     assert [per[k].counts() for k in (6000, 7000, 8000)] == [(1, 1), (1, 0), (0, 0)]
-    assert per[8000].smoothed().mean == pytest.approx((1021 + 1051 + 300) / 3)  # type: ignore[union-attr]
+    smoothed = per[8000].smoothed()
+    assert smoothed is not None
+    assert smoothed.mean == pytest.approx((1021 + 1051 + 300) / 3)
     pendulum = {"env.name": "pendulum", "seed": 0, "algorithm.init_steps": 1000}
     assert cells([Run("p", pendulum, rows)])[6000].counts() is None
     unknown = {"env.name": "an_env_of_an_unloaded_plugin", "seed": 0}  # (and no config at all)
@@ -148,14 +150,16 @@ def test_the_curves_figure_names_env_band_and_axis(campaign: str) -> None:
     last = max(max(_evals(p)) for _, ps in paths for p in ps)
     assert ax.get_title() == f"Hopper-v4: 10 runs, up to {last:,} env steps"
     assert ax.get_ylabel().startswith("evaluation return")
-    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    box = ax.get_legend()
+    assert box is not None
+    legend = [t.get_text() for t in box.get_texts()]
     assert legend[1:] == [
         "model=gaussian: mean ± std over 5 seeds",
         "model=flow: mean ± std over 5 seeds",
     ]
     assert legend[0].startswith("mbpo_hopper, published: mean ± std")
     gauss, flow = ax.lines[1], ax.lines[2]  # their first 5000 steps coincide (paired seeds)
-    assert np.allclose(gauss.get_ydata()[:5], flow.get_ydata()[:5])
+    assert np.allclose(np.asarray(gauss.get_ydata())[:5], np.asarray(flow.get_ydata())[:5])
     assert gauss.get_linestyle() != flow.get_linestyle() and gauss.get_marker() != flow.get_marker()
     assert flow.get_zorder() > gauss.get_zorder() and flow.get_markerfacecolor() == "none"
     plt.close(fig)

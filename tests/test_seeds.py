@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tarfile
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -342,7 +343,7 @@ def test_parsing_and_stages() -> None:
     assert stages(20000, None) == [20000]
 
 
-def test_the_stop_line_is_this_invocations(tmp_path: str) -> None:
+def test_the_stop_line_is_this_invocations(tmp_path: Path) -> None:
     """A run's log holds every invocation's output: the line repeated is the last one's (a
     second Ctrl-C's "quit at once" too), never an earlier invocation's, and a progress bar's
     carriage-return redraws are lines of their own."""

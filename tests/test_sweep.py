@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import os
 import sys
+from typing import Any
 
 import pytest
 import yaml
@@ -14,7 +15,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SWEEP = os.path.join(ROOT, "sweeps", "rollout_length.yaml")
 
 
-def agent_commands(spec: dict) -> list[list[str]]:  # type: ignore[type-arg]
+def agent_commands(spec: dict[str, Any]) -> list[list[str]]:
     """Every command of a grid sweep, with the agent's macros expanded."""
     params = spec["parameters"]
     keys = list(params)

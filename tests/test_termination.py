@@ -3,6 +3,8 @@ whose random episodes never end must end no state far from theirs either (it can
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 import torch
@@ -22,7 +24,8 @@ def _collect(
         act = rng.uniform(-1, 1, size=env.action_space.shape).astype(np.float32)
         if name == "ant" and t % 25 == 24:
             _lift(env)  # put the torso outside the healthy z-range so the real env terminates
-            obs = env.unwrapped._get_obs()
+            base: Any = env.unwrapped  # (the env's own _get_obs: not in gymnasium's types)
+            obs = base._get_obs()
         next_obs, _, term, trunc, _ = env.step(act)
         rows.append((obs, act, next_obs, bool(term)))
         obs = env.reset()[0] if term or trunc else next_obs

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from typing import Any
 
 import pytest
 import torch
@@ -20,7 +21,7 @@ from mbrl.runtime.validate import schema_for, validate
 from mbrl.trainer import Trainer
 
 
-def tiny_config(env: str = "hopper", **overrides: object) -> Config:
+def tiny_config(env: str = "hopper", /, **overrides: object) -> Config:
     cfg = schema_for(None)  # (the defaults, the flow's own keys in its model node)
     cfg.env.name = env
     cfg.total_steps, cfg.device, cfg.threads = 400, "cpu", 1
@@ -33,12 +34,12 @@ def tiny_config(env: str = "hopper", **overrides: object) -> Config:
     return validate(cfg)
 
 
-def _rows(run_dir: str) -> list[dict[str, float]]:
+def _rows(run_dir: str) -> list[dict[str, Any]]:
     with open(os.path.join(run_dir, "metrics.jsonl"), encoding="utf-8") as f:
         return [json.loads(line) for line in f]
 
 
-def _comparable(rows: list[dict[str, float]]) -> list[dict[str, float]]:
+def _comparable(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     # Wall-clock quantities differ between any two runs; everything else must not.
     skip = ("time", "collector/avg_envstep_per_sec")
     return [

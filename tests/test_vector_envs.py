@@ -8,6 +8,7 @@ import os
 import numpy as np
 import pytest
 import torch
+from gymnasium.vector import SyncVectorEnv
 
 from mbrl.buffer import ReplayBuffer, transition_fields
 from mbrl.collector import Collector
@@ -43,7 +44,11 @@ def test_collector_rows_match_each_copy_stepped_alone(name: str, mode: str) -> N
     final observation to the next episode's first one."""
     n, steps, limit = 3, 60, 25
     envs = make_vector_env(name, n, mode, max_episode_steps=limit)
-    obs_dim, act_dim = env_dims(envs.envs[0]) if mode == "sync" else (11, 3)
+    if mode == "sync":
+        assert isinstance(envs, SyncVectorEnv)
+        obs_dim, act_dim = env_dims(envs.envs[0])
+    else:
+        obs_dim, act_dim = 11, 3
     buf = ReplayBuffer(n * steps, transition_fields(obs_dim, act_dim))
     collector = Collector(envs, buf, torch.device("cpu"), seed=7)
     gen = torch.Generator().manual_seed(0)

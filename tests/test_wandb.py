@@ -44,7 +44,7 @@ def _history(run_dir: str) -> list[dict[str, str]]:
     (path,) = glob.glob(os.path.join(run_dir, "wandb", "offline-run-*", "*.wandb"))
     rows = []
     for raw in _records(path):
-        rec = pb.Record()
+        rec = pb.Record()  # type: ignore[attr-defined]  # (protobuf makes it at import)
         rec.ParseFromString(raw)
         if rec.WhichOneof("record_type") == "history":
             rows.append({(i.key or "/".join(i.nested_key)): i.value_json for i in rec.history.item})

@@ -1,7 +1,10 @@
-"""Small configs shared by the tests."""
+"""Small configs shared by the tests, and typed views of networks' layers."""
 
 from __future__ import annotations
 
+from typing import cast
+
+from flows.nn import EnsembleLinear, EnsembleMLP
 from mbrl.config import ModelConfig
 from mbrl.models import model_config
 from mbrl.models.flow import FlowArchConfig
@@ -18,3 +21,8 @@ def tiny_model_config(name: str = "flow", **kw: object) -> ModelConfig:
     if name == "gaussian":  # three L2 coefficients: MBPO's first, second and last
         kw.setdefault("l2", [2.5e-5, 5e-5, 1e-4])
     return model_config(name, **kw)
+
+
+def ensemble_linears(net: EnsembleMLP) -> list[EnsembleLinear]:
+    """``net.layers`` as a list (an EnsembleMLP's layers are all EnsembleLinear)."""
+    return cast(list[EnsembleLinear], list(net.layers))
