@@ -323,4 +323,6 @@ def run(cfg: DictConfig) -> float:
         distributed.stop()
     if trainer.stopped == "Ctrl-C":
         sys.exit(interrupt.EXIT_CODE)  # stopped by Ctrl-C, checkpoint written
+    if trainer.stopped == interrupt.TERM:
+        sys.exit(interrupt.TERM_EXIT_CODE)  # likewise, by SIGTERM
     return result

@@ -257,6 +257,31 @@ def test_an_integral_float_is_taken_for_an_integer_key(train_cmd: list[str], tmp
     assert got == ["total_steps=1000,2500", "model.lr=1e-3", "seed=2"]
 
 
+def test_a_sigterm_while_the_run_starts_quits_at_once_in_one_line(
+    train_cmd: list[str], tmp_path: str
+) -> None:
+    """SIGTERM is answered as Ctrl-C is: while the run starts (here its compile warm-up) it
+    quits at once in one line, exit code 143, and lets go of the run folder."""
+    import signal
+
+    run = os.path.join(tmp_path, "run")
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": os.path.join(tmp_path, "inductor")}
+    args = [*TINY, "algorithm=sac", "compile=true", f"hydra.run.dir={run}"]
+    proc = subprocess.Popen(
+        [*train_cmd, *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    assert proc.stderr is not None
+    for line in proc.stderr:  # (the compile warm-up: a cold cache of its own, seconds long)
+        if line.startswith("compiling"):
+            break
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 143
+    last = [line for line in proc.stderr.read().splitlines() if line.strip()][-1]
+    assert last.startswith("stopped while the run was starting (SIGTERM): nothing was saved")
+    assert not os.path.exists(os.path.join(run, ".lock"))
+
+
 def test_a_sigint_from_another_process_is_named_in_the_one_line(
     train_cmd: list[str], tmp_path: str
 ) -> None:

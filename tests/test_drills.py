@@ -219,31 +219,38 @@ def test_kill_9_then_resume_equals_uninterrupted(
     assert not any(".pt.tmp" in n for n in os.listdir(os.path.join(run, "ckpt")))
 
 
-def _ctrl_c(args: list[str], run: str, phase: str, step: int) -> str:
-    """Start a run, send one SIGINT once the bar shows ``phase`` at or past ``step``, wait for
-    it to stop (exit code 130, as Ctrl-C) and return what it printed."""
+def _ctrl_c(
+    args: list[str], run: str, phase: str, step: int, sig: signal.Signals = signal.SIGINT
+) -> str:
+    """Start a run, send one SIGINT (or ``sig``) once the bar shows ``phase`` at or past
+    ``step``, wait for it to stop (exit code 130, as Ctrl-C; 143 for SIGTERM) and return what
+    it printed."""
     proc = _start(args, run)
     seen, reader = _stderr_reader(proc)
     moment = _after(seen, phase, step)
     deadline = time.monotonic() + 300
     while not moment() and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.001)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     proc.wait(timeout=120)
     reader.join(timeout=5)
     text = "".join(seen)
-    assert proc.returncode == 130, text[-2000:]
+    assert proc.returncode == (143 if sig == signal.SIGTERM else 130), text[-2000:]
     return text
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_ctrl_c_writes_last_pt_and_resumes_exactly(
-    uninterrupted: dict[str, str], tmp_path: str
+    sig: signal.Signals, uninterrupted: dict[str, str], tmp_path: str
 ) -> None:
+    """Ctrl-C, or SIGTERM (a batch scheduler's time limit, ``timeout``, ``kill``), in SAC's
+    updates: the run stops after the step with its checkpoint, and resumes exactly."""
     run = os.path.join(tmp_path, "run")
-    text = _ctrl_c(SAC_RUN, run, "train", 650)
-    assert "stopped (Ctrl-C) at step" in text and "resume=" in text
-    stopped_at = int(text.split("stopped (Ctrl-C) at step ")[1].split()[0])
+    text = _ctrl_c(SAC_RUN, run, "train", 650, sig)
+    why = "SIGTERM" if sig == signal.SIGTERM else "Ctrl-C"
+    assert "stopped (" + why + ") at step" in text and "resume=" in text
+    stopped_at = int(text.split(f"stopped ({why}) at step ")[1].split()[0])
     assert 650 <= stopped_at < 1200
     assert load(os.path.join(run, "ckpt", "last.pt"))["step"] == stopped_at
     _finish(["resume=" + run], run)

@@ -1,4 +1,4 @@
-"""Ctrl-C at any moment of a run, answered in one line.
+"""Ctrl-C (and SIGTERM, likewise) at any moment of a run, answered in one line.
 
 While the run starts (imports, config checks, building the run, the compile warm-up) there is
 nothing a stop could complete, so Ctrl-C quits at once and says what the run folder holds. In
@@ -36,6 +36,7 @@ from typing import Any
 from mbrl.runtime import runlock
 
 EXIT_CODE = 130  # as a shell reports a process ended by SIGINT
+TERM, TERM_EXIT_CODE = "SIGTERM", 143  # what stopped a run on SIGTERM; its exit code, likewise
 STARTING, RUNNING = "starting", "running"  # the moments a quit text is asked for
 
 _TRACKER_QUIET = "ignore::UserWarning:multiprocessing.resource_tracker"
@@ -68,6 +69,7 @@ def install() -> None:
         return
     _process.owned = True
     signal.signal(signal.SIGINT, _handle)
+    signal.signal(signal.SIGTERM, _handle_term)
     # multiprocessing starts its resource tracker with SIGINT blocked and unblocks it after,
     # whatever the mask was: started now, before the block, it leaves the block alone later
     # (async env workers, forked by a forkserver spawned after it, inherit the block).
@@ -153,6 +155,18 @@ def _handle(signum: int, frame: FrameType | None) -> None:
     quit_now()
 
 
+def _handle_term(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM (``kill``'s default, ``timeout``'s, a batch scheduler's at a job's time limit)
+    is answered as Ctrl-C is: in the loop the first one stops it with its checkpoint, a second
+    quits at once; while the run starts it quits at once."""
+    stop = _process.stop
+    if stop is not None and not stop.requested:
+        stop.request(TERM)
+        return
+    _process.sender = _process.sender or TERM
+    quit_now()
+
+
 def quit_now() -> None:
     """One line, the run folder's lock let go, exit (nothing else runs: see the module)."""
     try:
@@ -165,7 +179,7 @@ def quit_now() -> None:
     sys.stderr.flush()
     runlock.release_all()
     _end_workers()
-    os._exit(EXIT_CODE)
+    os._exit(TERM_EXIT_CODE if _process.sender == TERM else EXIT_CODE)
 
 
 def _end_workers() -> None:
@@ -233,7 +247,10 @@ class StopRequest:
             return
         print(
             f"\n{why}: stopping after {self.waiting_for()}, then writing ckpt/last.pt, from "
-            "which resume= continues exactly (Ctrl-C again to quit at once, without it)",
+            "which resume= continues exactly (Ctrl-C again to quit at once, without it)"
+            if why != TERM
+            else "which resume= continues exactly (a second SIGTERM or Ctrl-C quits at once, "
+            "without it)",
             file=sys.stderr,
             flush=True,
         )
