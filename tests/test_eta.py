@@ -336,6 +336,15 @@ def test_the_estimate_says_where_later_fits_start_and_settle() -> None:
     assert own.startswith("later fits from 12 epochs") and "to 8 (their mean past the 16th)" in own
     below = later_text(FitEpochs(100, 12), cfg, 30)
     assert below == "later fits 20 epochs each (4 x model.patience)"
+    # Within the run's own model.max_epochs: every later fit at a cap below both, or some.
+    cfg.model.max_epochs = 3
+    assert later_text(FitEpochs(100, 12), cfg, 30) == "later fits 3 epochs each (model.max_epochs)"
+    cfg.model.max_epochs = 30
+    assert later_text(FitEpochs(100, 45), cfg, 5) == (
+        "later fits from 45 epochs (the last 3's mean) to 20 (4 x model.patience), "
+        "30 % nearer each fit, at most 30 each (model.max_epochs)"
+    )
+    cfg.model.max_epochs = None
     work = Work()
     for e in (5.0, 5.0):  # a window's two fits, capped at 5 epochs
         work.model_phase(_fit(600, e), rewarder=False)

@@ -307,13 +307,17 @@ def whole_run(
 def later_text(epochs: FitEpochs, cfg: Config, count: int) -> str:
     """``later fits from 45 epochs (the last 3's mean) to 20 (4 x model.patience), 30 %
     nearer each fit``; ``count``: the later fits made so far."""
-    settled = plateau(cfg, epochs)
+    settled, cap = plateau(cfg, epochs), cfg.model.max_epochs
+    if cap is not None and min(epochs.last, settled) >= cap:  # (every later fit at the cap)
+        return f"later fits {cap} epochs each (model.max_epochs)"
+    capped = "" if cap is None or max(epochs.last, settled) <= cap else f", at most {cap} each"
     why = "4 x model.patience" if epochs.settled is None else f"their mean past the {TRANSIENT}th"
     if epochs.last <= settled:
-        return f"later fits {settled:.0f} epochs each ({why})"
+        return f"later fits {settled:.0f} epochs each ({why}){capped}"
     source = "the one so far" if count == 1 else f"the last {min(count, LAST)}'s mean"
     start = f"from {epochs.last:.0f} epochs ({source}) to {settled:.0f} ({why})"
-    return f"later fits {start}, {1 - SETTLE:.0%} nearer each fit".replace("%", " %")
+    text = f"later fits {start}, {1 - SETTLE:.0%} nearer each fit".replace("%", " %")
+    return text + (capped and f"{capped} (model.max_epochs)")
 
 
 def whole_run_text(cfg: Config, seconds: dict[str, float], epochs: str) -> str:
