@@ -28,6 +28,8 @@ def test_profile_window_writes_tables_and_trace(train_cmd: list[str], tmp_path: 
     assert "2 model fits of 2 and 2 epochs" in proc.stdout and "model.max_epochs=2" in proc.stdout
     assert "the profiler recorded from env step 300 on" in proc.stdout  # the second fit's
     assert "a whole run of this config (15,000 env steps)" in proc.stdout
+    # compile=auto decides for the whole run, and the window's start block says so
+    assert "  compile      off (auto, for the whole run the window profiles: " in proc.stderr
     prof = os.path.join(run_dir, "log", "profile")
     with open(os.path.join(prof, "phases.json"), encoding="utf-8") as f:
         phases = json.load(f)

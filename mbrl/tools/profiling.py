@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import json
 import math
 import os
@@ -21,7 +22,7 @@ from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trac
 
 from mbrl.config import Config
 from mbrl.runtime.eta import whole_run, whole_run_text
-from mbrl.runtime.speed import resolve_amp, resolve_compile
+from mbrl.runtime.speed import CompileChoice, resolve_amp, resolve_compile
 from mbrl.runtime.timer import PhaseTimer
 from mbrl.runtime.utils import resolve_device, write_atomic
 from mbrl.schedule import first_model_phase
@@ -38,10 +39,8 @@ def window_config(cfg: Config) -> Config:
     """The run's config, shortened to one profiling window (compiled as the whole run would
     be: ``compile=auto`` decides for the run, not for the window)."""
     c = copy.deepcopy(cfg)
-    if c.compile == "auto":
-        device = resolve_device(c.device)
-        amp = resolve_amp(c.amp, device, "sac")
-        c.compile = "true" if resolve_compile(c, device, 1, amp).on else "false"
+    if (choice := run_compile(c)) is not None:
+        c.compile = "true" if choice.on else "false"
     p = c.profile
     if c.algorithm.name == "mbpo" and p.model_epochs is not None:
         c.model.max_epochs = min(c.model.max_epochs or p.model_epochs, p.model_epochs)
@@ -52,6 +51,24 @@ def window_config(cfg: Config) -> Config:
     c.logger.every = c.total_steps
     c.checkpoint.snapshots = False
     return c
+
+
+def run_compile(cfg: Config) -> CompileChoice | None:
+    """``compile=auto``'s choice for the whole run of ``cfg`` (None: compile is set), which
+    its profiling window follows."""
+    if cfg.compile != "auto":
+        return None
+    device = resolve_device(cfg.device)
+    return resolve_compile(cfg, device, 1, resolve_amp(cfg.amp, device, "sac"))
+
+
+def window_compile_why(cfg: Config) -> str | None:
+    """The start block's compile line for the window of ``cfg`` with ``compile=auto``: the
+    whole run's choice and why (the window's own config says compile=true or false)."""
+    choice = run_compile(cfg)
+    if choice is None:
+        return None
+    return choice.why.replace("(auto: ", "(auto, for the whole run the window profiles: ", 1)
 
 
 def recorded_from(cfg: Config) -> int:
@@ -110,6 +127,8 @@ def run_profile(cfg: Config, run_dir: str) -> dict[str, Any]:
     out_dir = os.path.join(run_dir, "log", "profile")
     os.makedirs(out_dir, exist_ok=True)
     trainer = Trainer(wcfg, run_dir)
+    if (why := window_compile_why(cfg)) is not None:  # (the start block's, as the run's)
+        trainer.speed = dataclasses.replace(trainer.speed, why=why)
     trainer.warm_up()  # compiling is not the loop: kept out of the window and its timers
     trainer.timer = PhaseTimer(trainer.device)
     activities = [ProfilerActivity.CPU]
