@@ -148,7 +148,8 @@ def _resumed(cfg: DictConfig, overrides: list[str], resume: Any) -> Config:
             new, old = OmegaConf.select(cfg, path), OmegaConf.select(saved, path)
             if new != old:
                 raise ConfigError(
-                    f"resume={resume!r} is a {key}={old} run; it cannot continue as {key}={new}"
+                    f"resume={resume!r} is a run with {key}={old}; it cannot continue as "
+                    f"{key}={new}"
                 )
             continue
         OmegaConf.update(saved, key, OmegaConf.select(cfg, key), force_add=True)

@@ -57,6 +57,9 @@ def main() -> int:
     args = parser.parse_args()
     if args.as_training and (args.seed is not None or args.episodes is not None):
         parser.error("--as-training runs training's episodes: leave out --seed and --episodes")
+    if args.seed is not None and args.seed < 0:  # (gymnasium's own error is a traceback)
+        print(f"error: --seed {args.seed}: env seeds are 0 or more (e.g. {SEED})", file=sys.stderr)
+        return 2
     if not args.as_training:
         args.seed = SEED if args.seed is None else args.seed
         args.episodes = EPISODES if args.episodes is None else args.episodes

@@ -19,7 +19,7 @@ import sys
 
 import _checkout  # noqa: F401  (this checkout's mbrl ahead of installed ones)
 
-from mbrl.tools.figures import plot_curves, plot_phases
+from mbrl.tools.figures import check_figure_path, plot_curves, plot_phases
 from mbrl.tools.plotting import check_runs, find_runs, group, repeated_seeds, summary_table
 from mbrl.tools.published import reference_for
 from mbrl.tools.seed_report import CAMPAIGN, campaign_order, still_running, tables
@@ -79,6 +79,8 @@ def main() -> int:
         runs = find_runs(args.paths)
         envs = check_runs(runs, by, args.metric)
         reference = reference_for(args.reference, envs)
+        if args.out is not None:
+            check_figure_path(args.out)
     except (FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -86,9 +88,12 @@ def main() -> int:
     if args.baseline is not None:  # (each setting minus the first: the baseline first)
         labels = [s.label for s in settings]
         if args.baseline not in labels:
-            parser.error(
-                f"--baseline {args.baseline!r} is none of the settings: {', '.join(labels)}"
+            known = ", ".join(labels)
+            print(
+                f"error: --baseline {args.baseline!r} is none of the settings: {known}",
+                file=sys.stderr,
             )
+            return 2
         settings.sort(key=lambda s: s.label != args.baseline)
     print(f"{len(runs)} runs, {len(settings)} settings")
     print(still_running([r.path for r in runs]), file=sys.stderr, end="")

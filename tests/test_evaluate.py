@@ -99,6 +99,11 @@ def test_as_training_evaluates_trainings_episodes(finished_run: str) -> None:
     assert "over 10 episodes (env seeds 123..132: --seed" in out.stdout
     out = subprocess.run([*script, "--as-training", "--seed", "5"], capture_output=True, text=True)
     assert out.returncode == 2 and "leave out --seed and --episodes" in out.stderr
+    out = subprocess.run([*script, "--seed", "-1"], capture_output=True, text=True, timeout=120)
+    assert (out.returncode, out.stderr) == (
+        2,
+        "error: --seed -1: env seeds are 0 or more (e.g. 123)\n",
+    )
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU run read where torch sees no GPU")

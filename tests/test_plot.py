@@ -185,6 +185,7 @@ def test_a_campaign_folder_keeps_its_reports_order_and_figure(tmp_path: Path) ->
     assert (
         proc.returncode == 2 and "none of the settings: model=gaussian, model=flow" in proc.stderr
     )
+    assert proc.stderr.startswith("error: --baseline 'model=flo'") and proc.stderr.count("\n") == 1
 
 
 def _fake_run(path: str, seed: int, values: dict[int, float]) -> Any:
@@ -299,6 +300,8 @@ def test_plots_that_would_mislead_or_be_empty_are_refused_in_one_line(tmp_path: 
     assert "--metric return_mean: no run has logged it; did you mean eval/return_mean?" in said
     said = refused(*hopper, "--reference", os.path.join(ROOT, "docs/reference/mbpo_walker2d.csv"))
     assert "is walker2d's curve (its file name); the runs are env=hopper" in said
+    said = refused(*hopper, "--out", os.path.join(tmp_path, "fig.abc"))
+    assert "--out " in said and "matplotlib writes no .abc figure; give one of " in said
     for path in hopper:
         with open(os.path.join(path, "metrics.jsonl"), "a", encoding="utf-8") as f:
             f.write('{"step": 1000, "model/holdout_nll": -3.0}\n')
@@ -307,6 +310,9 @@ def test_plots_that_would_mislead_or_be_empty_are_refused_in_one_line(tmp_path: 
     proc = subprocess.run([*plot, *args], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and "model/holdout_nll there (mean ± std)" in proc.stdout
     assert os.path.isfile(out)
+    pdf = os.path.join(tmp_path, "nll.pdf")  # (a format asked for: written beside png and svg)
+    proc = subprocess.run([*plot, *hopper, "--out", pdf], capture_output=True, text=True)
+    assert proc.returncode == 0 and os.path.getsize(pdf) > 0, proc.stderr[-2000:]
 
 
 def test_runs_a_live_process_is_writing_are_named(tmp_path: str) -> None:

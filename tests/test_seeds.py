@@ -298,6 +298,8 @@ def test_bad_input_is_refused_before_any_run(tmp_path: str) -> None:
     assert not os.path.exists(os.path.join(out, "seeds.json"))
     with pytest.raises(ValueError, match="--seeds"):
         parse_seeds("a-b")
+    with pytest.raises(ValueError, match="1-0 counts down; give it as 0-1"):
+        parse_seeds("3,1-0")
     with pytest.raises(ValueError, match="--budget"):
         parse_duration("2 hours")
 

@@ -172,13 +172,29 @@ def _figure(size: tuple[float, float]) -> tuple[Any, Any]:
     return plt.subplots(figsize=size)
 
 
+def check_figure_path(out: str) -> None:
+    """A ValueError, before any work, for a figure path whose format matplotlib cannot write
+    (each figure is written as .png and .svg, and in the format ``out`` names if another)."""
+    from matplotlib.figure import Figure
+
+    ext = os.path.splitext(out)[1].lower().lstrip(".")
+    formats = Figure().canvas.get_supported_filetypes()
+    if ext and ext not in formats:
+        raise ValueError(
+            f"--out {out}: matplotlib writes no .{ext} figure; give one of "
+            f"{', '.join('.' + f for f in sorted(formats))} (or no extension: .png and .svg)"
+        )
+
+
 def _save(fig: Any, out: str) -> list[str]:
     import matplotlib.pyplot as plt
 
     fig.tight_layout()
     os.makedirs(os.path.dirname(out) or ".", exist_ok=True)  # (--out into a new folder)
-    base, _ = os.path.splitext(out)
+    base, ext = os.path.splitext(out)
     paths = [f"{base}.png", f"{base}.svg"]
+    if ext.lower() not in ("", ".png", ".svg"):  # (another format asked for: that one too)
+        paths.append(out)
     for p in paths:
         fig.savefig(p, dpi=120)
     plt.close(fig)

@@ -269,7 +269,7 @@ class Pool:
             return
         self.stopping_since = time.time()
         runs = sum(len(members(job)) for job, _, _ in self.active.values())
-        self.say(f"{why}: asking {runs} runs to stop and checkpoint")
+        self.say(f"{why}: asking {runs} run{'s' if runs != 1 else ''} to stop and checkpoint")
         for _, proc, _ in self.active.values():
             _signal(proc, signal.SIGINT, group=False)
 
@@ -351,6 +351,8 @@ def parse_seeds(text: str) -> list[int]:
         low, _, high = part.partition("-")
         if not low.isdigit() or (high and not high.isdigit()):
             raise ValueError(f"--seeds {text!r}: give seeds as 0-4 or 0,1,2 (non-negative)")
+        if high and int(high) < int(low):
+            raise ValueError(f"--seeds {text!r}: {part} counts down; give it as {high}-{low}")
         seeds += range(int(low), int(high or low) + 1)
     if not seeds or len(set(seeds)) != len(seeds):
         raise ValueError(f"--seeds {text!r}: give each seed once (0-4 or 0,1,2)")
