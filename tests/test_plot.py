@@ -366,3 +366,23 @@ def test_a_key_every_run_has_as_null_is_no_typo() -> None:
     assert check_runs(runs, ["model.max_epochs"], "eval/return_mean") == {"hopper"}
     with pytest.raises(ValueError, match=r"^--metric model/holdout_nll: every value logged is"):
         check_runs(runs, None, "model/holdout_nll")
+
+
+def test_the_published_curve_is_drawn_for_runs_short_of_its_second_point() -> None:
+    """Runs that end at 6000, before the published curve's second point (its first is 6019):
+    the curve is still a line (two points), not a lone point that draws nothing."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from mbrl.tools.figures import draw_curves
+    from mbrl.tools.plotting import Setting, load_reference
+
+    ref = load_reference(os.path.join(ROOT, "docs", "reference", "mbpo_hopper.csv"))
+    runs = [_fake_run(f"/runs/{s}", s, {5000: 100.0 + s, 6000: 200.0 + s}) for s in (0, 1)]
+    fig, ax = plt.subplots()
+    draw_curves(ax, [Setting("model=flow", runs)], "eval/return_mean", ref)
+    (published,) = [line for line in ax.get_lines() if "published" in str(line.get_label())]
+    assert published.get_xdata().tolist() == ref.steps[:2].tolist()
+    plt.close(fig)

@@ -111,6 +111,7 @@ def draw_curves(
     last = max((float(run.curve(metric)[0].max(initial=0)) for run in runs), default=0.0)
     if reference is not None:
         keep = reference.steps <= last + 1000
+        keep[:2] = True  # (a line needs two points: runs short of its second still get one)
         x, m, sd = reference.steps[keep], reference.mean[keep], reference.std[keep]
         label = f"{reference.label}, published: mean ± std over its seeds"
         ax.plot(x, m, color="k", ls=(0, (1, 1)), lw=2, label=label, zorder=2)
