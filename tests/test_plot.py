@@ -214,6 +214,7 @@ def test_the_summary_compares_every_run_at_the_step_all_reached() -> None:
         [Setting("long", [long, late]), Setting("short", [short])], "eval/return_mean"
     )
     assert "left out, no eval/return_mean by step 3,000: c" not in text  # (2000 is early enough)
+    assert "(their last eval/return_mean before step 3,000: c at 2,000)" in text  # (and named)
     odd = _fake_run("d", 1, {3500: 5.0})
     text = summary_table(
         [Setting("long", [long]), Setting("odd", [odd, short])], "eval/return_mean"
@@ -384,5 +385,5 @@ def test_the_published_curve_is_drawn_for_runs_short_of_its_second_point() -> No
     fig, ax = plt.subplots()
     draw_curves(ax, [Setting("model=flow", runs)], "eval/return_mean", ref)
     (published,) = [line for line in ax.get_lines() if "published" in str(line.get_label())]
-    assert published.get_xdata().tolist() == ref.steps[:2].tolist()
+    assert np.asarray(published.get_xdata()).tolist() == ref.steps[:2].tolist()
     plt.close(fig)

@@ -213,7 +213,7 @@ def summary_table(settings: list[Setting], metric: str) -> str:
     ends = [c[0][-1] for _, rc in curves for _, c in rc if len(c[0])]
     if not ends:
         return f"no run has logged {metric} yet"
-    upto, rows, left_out = min(ends), [], []
+    upto, rows, left_out, earlier = min(ends), [], [], []
     for s, rc in curves:
         finals, aucs = [], []
         for run, (steps, values) in rc:
@@ -223,6 +223,8 @@ def summary_table(settings: list[Setting], metric: str) -> str:
                 continue
             steps, values = steps[keep], values[keep]
             finals.append(values[-1])
+            if steps[-1] < upto:  # (another logging schedule: its value there is older)
+                earlier.append(f"{run.path} at {steps[-1]:,.0f}")
             span = steps[-1] - steps[0]
             aucs.append(float(np.trapezoid(values, steps) / span) if span > 0 else float(values[0]))
         if finals:
@@ -235,6 +237,8 @@ def summary_table(settings: list[Setting], metric: str) -> str:
         lines.append(
             f"{label:<{width}}  {final.n:>5}  {final.mean:>12.1f} ± {final.std:<10.1f}  {auc:>9.1f}"
         )
+    if earlier:
+        lines.append(f"(their last {metric} before step {upto:,.0f}: {', '.join(earlier)})")
     if left_out:
         lines.append(f"(left out, no {metric} by step {upto:,.0f}: {', '.join(left_out)})")
     return "\n".join(lines)
