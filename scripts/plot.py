@@ -20,7 +20,14 @@ import sys
 import _checkout  # noqa: F401  (this checkout's mbrl ahead of installed ones)
 
 from mbrl.tools.figures import check_figure_path, plot_curves, plot_phases
-from mbrl.tools.plotting import check_runs, find_runs, group, repeated_seeds, summary_table
+from mbrl.tools.plotting import (
+    Setting,
+    check_runs,
+    find_runs,
+    group,
+    repeated_seeds,
+    summary_table,
+)
 from mbrl.tools.published import reference_for
 from mbrl.tools.seed_report import CAMPAIGN, campaign_order, still_running, tables
 
@@ -85,16 +92,9 @@ def main() -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     settings = campaign_order(group(runs, by), args.paths[0])
-    if args.baseline is not None:  # (each setting minus the first: the baseline first)
-        labels = [s.label for s in settings]
-        if args.baseline not in labels:
-            known = ", ".join(labels)
-            print(
-                f"error: --baseline {args.baseline!r} is none of the settings: {known}",
-                file=sys.stderr,
-            )
-            return 2
-        settings.sort(key=lambda s: s.label != args.baseline)
+    if args.baseline is not None and (refused := baseline_first(settings, args.baseline)):
+        print(f"error: {refused}", file=sys.stderr)
+        return 2
     print(f"{len(runs)} runs, {len(settings)} settings")
     print(still_running([r.path for r in runs]), file=sys.stderr, end="")
     for line in repeated_seeds(settings):
@@ -109,6 +109,16 @@ def main() -> int:
     written += plot_phases(settings, f"{base}_phases{ext or '.png'}")
     print("wrote " + ", ".join(written))
     return 0
+
+
+def baseline_first(settings: list[Setting], baseline: str) -> str:
+    """Put the setting named ``baseline`` first (each other one is paired against it), or
+    say why not."""
+    labels = [s.label for s in settings]
+    if baseline not in labels:
+        return f"--baseline {baseline!r} is none of the settings: {', '.join(labels)}"
+    settings.sort(key=lambda s: s.label != baseline)
+    return ""
 
 
 if __name__ == "__main__":
