@@ -128,9 +128,7 @@ def _resumed(cfg: DictConfig, overrides: list[str], resume: Any) -> Config:
     """The saved config of the run ``resume`` names, with this start's ``overrides``."""
     saved_path = os.path.join(str(resume), "config.yaml")
     if not os.path.isfile(saved_path):
-        raise ConfigError(
-            f"resume={resume!r}: {saved_path} not found; is it a FlowMBPO run folder?"
-        )
+        raise ConfigError(f"resume={resume!r}: {_no_run_here(str(resume))}")
     if not os.path.isfile(os.path.join(str(resume), "ckpt", "last.pt")):
         raise ConfigError(
             f"resume={resume!r}: nothing was saved yet in this run (it stopped before its first "
@@ -165,6 +163,19 @@ def _resumed(cfg: DictConfig, overrides: list[str], resume: Any) -> Config:
             "written by another version of FlowMBPO (older, or one with keys this one lacks): "
             "resume it with the code that wrote it"
         ) from None
+
+
+def _no_run_here(path: str) -> str:
+    """Why ``path`` (a resume= without config.yaml) is no run folder, and what to give."""
+    from mbrl.tools.eval_checkpoint import not_a_run
+    from mbrl.tools.seed_report import CAMPAIGN
+
+    if os.path.isfile(os.path.join(path, CAMPAIGN)):
+        return (
+            "a scripts/seeds.py campaign, not a run: the seeds.py command that made it "
+            "continues every run in it (or give one run's folder, runs/<variant>/seed_<k>)"
+        )
+    return not_a_run(path).replace(f"{path!r} ", "", 1)
 
 
 def _literal_run_dir(config: DictConfig, cfg: Config) -> str | None:

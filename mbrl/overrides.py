@@ -158,7 +158,12 @@ def resume_folders(argv: list[str]) -> list[str]:
         if key == "resume" and os.path.isfile(value):
             ckpt, name = os.path.split(os.path.normpath(value))
             run = os.path.dirname(ckpt)
-            if name != "last.pt" or os.path.basename(ckpt) != "ckpt":
+            if os.path.basename(ckpt) != "ckpt":  # (no checkpoint of a run folder)
+                raise ConfigError(
+                    f"resume={value!r} is a file, not a run folder: give the run's folder "
+                    "(the one that holds config.yaml and ckpt/)"
+                )
+            if name != "last.pt":
                 typed = shlex.quote(f"resume={hydra_value(run or '.')}")  # (as for the shell)
                 raise ConfigError(
                     f"resume={value!r} is a file; resume= takes a run folder and continues "

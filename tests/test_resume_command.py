@@ -99,6 +99,10 @@ def test_resume_given_last_pt_becomes_its_folder_as_hydra_reads_it(tmp_path: Pat
         resume_folders([f"resume={run / 'ckpt' / 'ckpt_best.pt'}"])
     offered = str(refused.value).split("(here: ", 1)[1].split("). To", 1)[0]
     assert [_parsed(a) for a in shlex.split(offered)] == [("resume", str(run))]
+    # A file outside a run's ckpt/ (a notes file, a copied checkpoint) offers no folder.
+    (run / "notes.txt").write_text("seed 3")
+    with pytest.raises(ConfigError, match="is a file, not a run folder: give the run's folder"):
+        resume_folders([f"resume={run / 'notes.txt'}"])
 
 
 def test_a_full_disk_met_by_a_log_write_is_one_line_with_the_resume_command(
@@ -127,3 +131,17 @@ def test_a_full_disk_met_by_a_log_write_is_one_line_with_the_resume_command(
     batch = disk_full_text(full, run, "the batch's command")
     assert batch is not None and batch.endswith("then the batch's command")
     assert disk_full_text(OSError(errno.EACCES, "Permission denied"), run) is None
+
+
+def test_a_resume_of_no_run_says_what_the_path_is(tmp_path: Path) -> None:
+    """resume= of a path that does not exist, of a folder of runs, of a seeds.py campaign:
+    each says what it is and what to give instead."""
+    from mbrl.launch import _no_run_here
+
+    assert _no_run_here(str(tmp_path / "nope")) == "does not exist"
+    os.makedirs(tmp_path / "runs" / "a")
+    (tmp_path / "runs" / "a" / "config.yaml").write_text("seed: 0\n")
+    said = _no_run_here(str(tmp_path / "runs"))
+    assert said == f"holds runs but is not one: give a run folder, e.g. {tmp_path / 'runs' / 'a'}"
+    (tmp_path / "runs" / "seeds.json").write_text("{}")
+    assert _no_run_here(str(tmp_path / "runs")).startswith("a scripts/seeds.py campaign, not a")
