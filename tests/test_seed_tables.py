@@ -163,3 +163,20 @@ def test_the_curves_figure_names_env_band_and_axis(campaign: str) -> None:
     assert gauss.get_linestyle() != flow.get_linestyle() and gauss.get_marker() != flow.get_marker()
     assert flow.get_zorder() > gauss.get_zorder() and flow.get_markerfacecolor() == "none"
     plt.close(fig)
+
+
+def test_a_paired_table_with_no_pair_yet_says_so() -> None:
+    """Seeds whose second variant has not evaluated past its random steps: no empty table,
+    one line saying there is no pair yet; once both have, a row."""
+    from mbrl.tools.plotting import Setting
+    from mbrl.tools.seed_tables import paired_text
+
+    def run(label: str, seed: int, values: dict[int, float]) -> Run:
+        rows = [{"step": k, "eval/return_mean": v} for k, v in values.items()]
+        return Run(f"/{label}/{seed}", {"seed": seed, "algorithm.init_steps": 2000}, rows)
+
+    first = Setting("a", [run("a", s, {1000: 1.0, 3000: 10.0 + s}) for s in (0, 1)])
+    early = Setting("b", [run("b", s, {1000: 2.0}) for s in (0, 1)])
+    assert paired_text([first, early]).startswith("none yet: no seed has both runs evaluated")
+    later = Setting("b", [run("b", s, {1000: 2.0, 3000: 20.0 + 2 * s}) for s in (0, 1)])
+    assert "| 3,000 | " in paired_text([first, later])

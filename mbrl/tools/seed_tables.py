@@ -193,6 +193,8 @@ def paired_text(settings: list[Setting]) -> str:
     """The paired table (a column per variant after the first) and its overall lines."""
     pairs = paired(settings)
     steps = sorted({k for d, _ in pairs.values() for k in d})
+    if not steps:
+        return "none yet: no seed has both runs evaluated at one step past the random steps"
     rows = [
         [f"{step:,}", *(d[step].text(signed=True) if step in d else "" for d, _ in pairs.values())]
         for step in steps
