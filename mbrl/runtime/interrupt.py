@@ -37,6 +37,10 @@ from mbrl.runtime import runlock
 
 EXIT_CODE = 130  # as a shell reports a process ended by SIGINT
 TERM, TERM_EXIT_CODE = "SIGTERM", 143  # what stopped a run on SIGTERM; its exit code, likewise
+# A SIGINT this soon after a SIGTERM is the same stop asked twice, not a second Ctrl-C: a
+# scheduler's SIGTERM reaches every process of a job, and scripts/seeds.py, stopped by it too,
+# then asks each of its runs to stop with a SIGINT.
+ECHO_SECONDS = 10.0
 STARTING, RUNNING = "starting", "running"  # the moments a quit text is asked for
 
 _TRACKER_QUIET = "ignore::UserWarning:multiprocessing.resource_tracker"
@@ -152,6 +156,12 @@ def _handle(signum: int, frame: FrameType | None) -> None:
     if stop is not None and not stop.requested:
         stop.request()
         return
+    if (
+        stop is not None
+        and stop.why == TERM
+        and time.monotonic() - stop.requested_at < ECHO_SECONDS
+    ):
+        return  # (the same stop asked twice: see ECHO_SECONDS)
     quit_now()
 
 
@@ -212,6 +222,7 @@ class StopRequest:
         self.max_minutes = max_minutes
         self._deadline = None if max_minutes is None else time.monotonic() + 60 * max_minutes
         self._previous: Any = None
+        self.requested_at = 0.0  # (time.monotonic() of the request)
         self._installed = False
 
     def __enter__(self) -> StopRequest:
@@ -243,14 +254,13 @@ class StopRequest:
 
     def request(self, why: str = "Ctrl-C") -> None:
         self.requested, self.why = True, why
+        self.requested_at = time.monotonic()
         if _other_rank():  # (torchrun: Ctrl-C reaches every rank; one says it)
             return
+        again = "a second SIGTERM or Ctrl-C quits" if why == TERM else "Ctrl-C again to quit"
         print(
             f"\n{why}: stopping after {self.waiting_for()}, then writing ckpt/last.pt, from "
-            "which resume= continues exactly (Ctrl-C again to quit at once, without it)"
-            if why != TERM
-            else "which resume= continues exactly (a second SIGTERM or Ctrl-C quits at once, "
-            "without it)",
+            f"which resume= continues exactly ({again} at once, without it)",
             file=sys.stderr,
             flush=True,
         )
