@@ -60,7 +60,7 @@ def command_line(argv: list[str], conf_dir: str) -> list[str]:
     the first mistake ends the process with one line (exit code 2)."""
     try:
         refuse_flags(argv)
-        argv = resume_folders(expand_shorthands(argv))
+        argv = resume_folders(expand_shorthands(resolvable_cfg(argv)))
         return argv[:1] + check_overrides(argv[1:], conf_dir)
     except ConfigError as err:
         fail(err)
@@ -147,6 +147,25 @@ def expand_shorthands(argv: list[str]) -> list[str]:
     """``profile=true`` -> ``profile.enabled=true``: ``profile`` is also the node of the
     profiling window's settings (``profile.updates=...``), and hydra cannot set a node to a bool."""
     return [SHORTHANDS.get(arg.lower(), arg) for arg in argv]
+
+
+def resolvable_cfg(argv: list[str]) -> list[str]:
+    """``--cfg hydra --resolve`` -> ``--cfg all --resolve --package hydra``: the run folder
+    (``hydra.run.dir``, ``hydra.output_subdir``) is made from the job's keys (``resume``,
+    ``env.name``, ...), which ``--cfg hydra`` leaves out, so hydra could not resolve it alone
+    (a traceback); from the whole config it prints the same node, resolved."""
+    flags = [a.split("=", 1) for a in argv]
+    if ["--resolve"] not in flags:
+        return argv
+    out, package = [], any(f[0] in ("-p", "--package") for f in flags)
+    for i, arg in enumerate(argv):
+        if arg in ("--cfg=hydra", "-c=hydra"):
+            out.append(arg.replace("hydra", "all"))
+        elif arg == "hydra" and i > 0 and argv[i - 1] in ("-c", "--cfg"):
+            out.append("all")
+        else:
+            out.append(arg)
+    return out if out == argv or package else [*out, "--package", "hydra"]
 
 
 def resume_folders(argv: list[str]) -> list[str]:

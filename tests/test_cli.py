@@ -11,7 +11,7 @@ from typing import Any
 
 from mbrl.envs import ENVS
 from mbrl.models import MODELS
-from mbrl.overrides import check_overrides
+from mbrl.overrides import check_overrides, resolvable_cfg
 from mbrl.tools.config_reference import builtin
 
 # The default algorithm (MBPO + flow model), shrunk to seconds: model phases at 100 and 200.
@@ -255,6 +255,23 @@ def test_an_integral_float_is_taken_for_an_integer_key(train_cmd: list[str], tmp
     conf = os.path.join(os.path.dirname(train_cmd[-1]), "..", "conf")
     got = check_overrides(["total_steps=1e3,2.5e3", "model.lr=1e-3", "seed=2"], conf)
     assert got == ["total_steps=1000,2500", "model.lr=1e-3", "seed=2"]
+
+
+def test_cfg_hydra_resolve_prints_the_run_folder_resolved(
+    train_cmd: list[str], tmp_path: str
+) -> None:
+    """``--cfg hydra --resolve`` (hydra's documented way to see its resolved config) was a
+    traceback: the run folder's interpolations read job keys that ``--cfg hydra`` leaves out.
+    Now it prints hydra's node resolved, the run folder named from the env chosen."""
+    for flags in (["--cfg", "hydra", "--resolve"], ["--resolve", "-c", "hydra", "-p", "hydra.run"]):
+        proc = _run([*train_cmd, "env=walker2d", *flags], cwd=str(tmp_path))
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        package = flags[-1] if "-p" in flags else "hydra"
+        assert proc.stdout.startswith(f"# @package {package}\n"), proc.stdout[:200]
+        assert re.search(r"\n *dir: runs/walker2d/\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d\n", proc.stdout)
+        assert "${" not in proc.stdout.split("sweep:")[0]
+    assert resolvable_cfg(["train.py", "--cfg", "job", "--resolve"])[1:3] == ["--cfg", "job"]
+    assert resolvable_cfg(["train.py", "--cfg", "hydra"]) == ["train.py", "--cfg", "hydra"]
 
 
 def test_a_sigterm_while_the_run_starts_quits_at_once_in_one_line(
