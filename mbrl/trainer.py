@@ -23,7 +23,7 @@ from mbrl.runtime import checkpoint, distributed, interrupt, report, runlock
 from mbrl.runtime.capacity import check_memory, checkpoint_sizes
 from mbrl.runtime.eta import RunClock
 from mbrl.runtime.interrupt import StopRequest
-from mbrl.runtime.logger import Logger, SilentLogger, WandbSink, set_aside_logs
+from mbrl.runtime.logger import Logger, SilentLogger, WandbSink, set_aside_logs, to_numbers
 from mbrl.runtime.progress import Progress, episodes
 from mbrl.runtime.speed import resolve_speed
 from mbrl.runtime.timer import PhaseTimer
@@ -144,6 +144,20 @@ class Trainer:
         state = run_state.state_dict(self)
         if state is not None:
             self.ckpt.save_last(state)
+        self._recount()
+
+    def _recount(self) -> None:
+        """The summary's counts of skipped SAC updates and zeroed actions as of this step, not
+        the last log line's (a stop falls between them), warned of as at a log line. Every rank
+        calls it (the zeroed steps are summed over ranks)."""
+        zeroed = collectives.sum_int(self.algo.collector.nonfinite_actions)
+        counts = {"learner/updates": self.algo.updates, "collector/nonfinite_actions": zeroed}
+        if "nonfinite_steps" in self._learner_metrics:  # (none before SAC's first update)
+            counts["learner/nonfinite_steps"] = self._learner_metrics["nonfinite_steps"]
+        values = to_numbers(counts)
+        for watch in (self.skips, self.zeroed):
+            if (warning := watch.seen(self.env_steps, values)) and self.main:
+                logging.getLogger(__name__).warning(warning)
 
     def end(self) -> None:
         """Close what the run holds open (files, env workers, the folder's lock)."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 
 import numpy as np
 import pytest
@@ -91,3 +92,16 @@ def test_a_diverged_policy_acts_with_zeros_and_the_buffer_stays_finite(
     assert len(warned) == 1 and warned[0].startswith(
         WARNING + f"{more.sum()} env steps between steps 400 and 500"
     )
+    capsys.readouterr()  # stopped by Ctrl-C at 550, between log lines: the summary counts to it
+    again = Trainer(tiny_config(total_steps=600, resume=run), run)
+    again.step_hook = lambda: (
+        os.kill(os.getpid(), signal.SIGINT) if again.env_steps == 550 else None
+    )
+    again.run()
+    assert again.stopped == "Ctrl-C" and again.env_steps == 550
+    late = _expected_nan(again.algo.agent.actor, again.algo.buffer.rows()["obs"][500:550])
+    assert late.sum() > 0 and _rows(run)[-1]["step"] == 500  # (no line at 550)
+    total = bad.sum() + more.sum() + late.sum()
+    assert torch.load(os.path.join(run, "ckpt", "last.pt"), weights_only=False)["step"] == 550
+    summary = capsys.readouterr().err
+    assert re.search(rf"\n  zeroed +{total} env steps acted with zeros \(", summary), summary

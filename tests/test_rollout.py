@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any, cast
+
+import numpy as np
 import torch
 
 from mbrl.agents import SAC, SACConfig
@@ -117,3 +120,76 @@ def test_rollouts_act_with_the_stochastic_policy() -> None:
     torch.testing.assert_close(pre.mean(0), mean[0], atol=0.05, rtol=0.0)
     torch.testing.assert_close(pre.std(0), log_std.exp()[0], atol=0.0, rtol=0.05)
     assert float(log_std.exp().min()) > 0.1  # (a spread the mean alone could not show)
+
+
+class _Drift:
+    """A dynamics stand-in whose prediction is a fixed function of (obs, act): each step tilts
+    the torso by 0.03 + 0.02 x the first action, so rows fall (|angle| >= 0.2) after different
+    numbers of steps, and MBPO's compacted batch can be replayed row for row."""
+
+    def sample(self, obs: torch.Tensor, act: torch.Tensor, generator: torch.Generator) -> Any:
+        step = torch.zeros_like(obs)
+        step[:, 1] = 0.03 + 0.02 * act[:, 0]
+        step[:, 2:] = 0.1 * obs[:, 2:].sin() + 0.01
+        return obs + step, obs[:, 0] + act.sum(-1)
+
+
+class _Policy:
+    """A policy stand-in: the action a fixed function of the observation."""
+
+    def act(self, obs: torch.Tensor, deterministic: bool, generator: Any) -> torch.Tensor:
+        return torch.tanh(obs[:, 1:4] * 3.0 + 0.2)
+
+
+def _mbpos_rollout(
+    obs: np.ndarray, length: int, term: Any
+) -> tuple[dict[str, np.ndarray], list[int]]:
+    """MBPO's ``_rollout_model`` (mbpo/algorithms/mbpo.py), transcribed: each step's rows go to
+    the pool, terminated ones included; only the others go on (``obs = next_obs[nonterm_mask]``),
+    and the loop breaks once none is left. Also its ``steps_added``: the rows of each step."""
+    added: dict[str, list[np.ndarray]] = {
+        "obs": [],
+        "act": [],
+        "rew": [],
+        "next_obs": [],
+        "terminated": [],
+    }
+    steps_added = []
+    model, policy = _Drift(), _Policy()
+    for _ in range(length):
+        o = torch.from_numpy(obs)
+        act = policy.act(o, False, None)
+        next_obs, rew = model.sample(o, act, torch.Generator())
+        done = term(o, act, next_obs).numpy()
+        for key, v in zip(added, (o, act, rew, next_obs), strict=False):
+            added[key].append(v.numpy())
+        added["terminated"].append(done)
+        steps_added.append(len(obs))
+        nonterm = ~done
+        if nonterm.sum() == 0:
+            break
+        obs = next_obs.numpy()[nonterm]
+    return {k: np.concatenate(v) for k, v in added.items()}, steps_added
+
+
+def test_multistep_rollouts_write_what_mbpos_rollout_model_writes() -> None:
+    """Each step starts from the row's predicted next observation; a row that terminates is
+    written once, with its flag, and never again; the rows in the pool are MBPO's, in its order
+    (its batch compacted, ours masked: the same rows in the same order)."""
+    term = env_spec("hopper").termination_fn
+    n, length = 64, 10
+    start = torch.zeros(n, OBS)
+    start[:, 0] = 1.25
+    start[:, 1] = torch.linspace(-0.5, 0.19, n)  # 29 fall at once, the rest after 2-10 steps
+    start[:, 2:] = torch.linspace(-1.0, 1.0, OBS - 2)
+    fields = {**transition_fields(OBS, ACT), "score": ((), torch.float32)}
+    pool = ReplayBuffer(n * length, fields)
+    model, agent = cast(DynamicsModel, _Drift()), cast(SAC, _Policy())
+    out = rollout(model, agent, term, start, length, pool, torch.Generator().manual_seed(0))
+    want, added = _mbpos_rollout(start.numpy(), length, term)
+    rows = pool.rows()
+    assert int(out["rollout/transitions"]) == len(pool) == len(want["obs"])
+    for key, value in want.items():
+        np.testing.assert_allclose(rows[key].numpy(), value, rtol=0, atol=1e-6, err_msg=key)
+    # The premise: rows fell after many different numbers of steps, and some lasted all ten.
+    assert len(added) == length and added[-1] > 0 and len(set(added)) >= 6, added

@@ -259,8 +259,8 @@ class ZeroedActions:
     collector acted with zeros instead). The first in this process is warned of once (each seed
     of a batch: its own): a policy that gives NaN from finite inputs has weights too large to
     compute with, and it does not recover by itself. ``line`` is the summary's count (empty
-    while there was none), as of the last log line, like :class:`SkippedUpdates`' (the
-    checkpoint holds the exact total)."""
+    while there was none), as of the last log line or the stop (``Trainer._recount``), like
+    :class:`SkippedUpdates`'."""
 
     def __init__(self) -> None:
         self.count = 0  # the total at the last log line
