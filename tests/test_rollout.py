@@ -180,7 +180,7 @@ def test_multistep_rollouts_write_what_mbpos_rollout_model_writes() -> None:
     n, length = 64, 10
     start = torch.zeros(n, OBS)
     start[:, 0] = 1.25
-    start[:, 1] = torch.linspace(-0.5, 0.19, n)  # 29 fall at once, the rest after 2-10 steps
+    start[:, 1] = torch.linspace(-0.5, 0.19, n)  # 29 fall at once, most others later
     start[:, 2:] = torch.linspace(-1.0, 1.0, OBS - 2)
     fields = {**transition_fields(OBS, ACT), "score": ((), torch.float32)}
     pool = ReplayBuffer(n * length, fields)
