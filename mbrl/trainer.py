@@ -151,7 +151,10 @@ class Trainer:
         the last log line's (a stop falls between them), warned of as at a log line. Every rank
         calls it (the zeroed steps are summed over ranks)."""
         zeroed = collectives.sum_int(self.algo.collector.nonfinite_actions)
-        counts = {"learner/updates": self.algo.updates, "collector/nonfinite_actions": zeroed}
+        counts: dict[str, Any] = {
+            "learner/updates": self.algo.updates,
+            "collector/nonfinite_actions": zeroed,
+        }
         if "nonfinite_steps" in self._learner_metrics:  # (none before SAC's first update)
             counts["learner/nonfinite_steps"] = self._learner_metrics["nonfinite_steps"]
         values = to_numbers(counts)
