@@ -89,3 +89,24 @@ def test_a_missing_gl_backend_is_one_line_before_the_run(tmp_path) -> None:
     assert len(lines) == 1 and lines[0].startswith("error: MuJoCo could not load"), out.stderr
     assert "MUJOCO_GL=disable" in lines[0]
     assert not (tmp_path / "run").exists()
+
+
+def test_mujocos_warnings_are_logged_once_and_write_no_file(
+    tmp_path: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A NaN control (a diverged policy under evaluation) makes MuJoCo warn at every episode;
+    the warning is logged once per process, and no MUJOCO_LOG.TXT lands in the working folder."""
+    from mbrl.envs import make
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(make, "_warned", set())
+    env = make_env("hopper", version="v4")
+    with caplog.at_level("WARNING", logger="mbrl.envs.make"):
+        for episode in range(3):
+            env.reset(seed=episode)
+            env.step(np.array([np.nan, 0.0, 0.0]))
+    assert os.listdir(tmp_path) == []
+    assert [r.getMessage() for r in caplog.records] == [
+        "MuJoCo: Nan, Inf or huge value in CTRL at ACTUATOR 0. The simulation is unstable. "
+        "Time = 0.0000. (said once per process)"
+    ]

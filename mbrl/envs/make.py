@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import logging
 import os
 import pickle
 import warnings
@@ -27,6 +28,21 @@ from gymnasium.envs.mujoco.mujoco_env import MujocoEnv
 from gymnasium.wrappers import RescaleAction, TimeLimit, TransformObservation
 
 from mbrl.envs.specs import env_spec
+
+_warned: set[str] = set()  # MuJoCo's warnings logged in this process, by kind
+
+
+def _mujoco_warning(text: str) -> None:
+    """MuJoCo's warnings (a NaN control, an unstable simulation) as this process's log records,
+    each kind once (MuJoCo repeats one at every episode that hits it), instead of its own line
+    on stdout and a MUJOCO_LOG.TXT written into the working directory."""
+    kind = text.split(" Time = ")[0]
+    if kind not in _warned:
+        _warned.add(kind)
+        logging.getLogger(__name__).warning(f"MuJoCo: {text.strip()} (said once per process)")
+
+
+mujoco.set_mju_user_warning(_mujoco_warning)
 
 
 def make_env(
