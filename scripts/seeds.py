@@ -20,6 +20,7 @@ import itertools
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -322,7 +323,7 @@ def _header(overrides: list[str], seeds: int, variants: int, at: str) -> str:
     """The report's first lines: the campaign, the command and when it was written."""
     return (
         f"# {' '.join(overrides) or 'default config'}: {seeds} seeds x {variants} variants\n\n"
-        f"`python scripts/seeds.py {' '.join(sys.argv[1:])}`; "
+        f"`python scripts/seeds.py {shlex.join(sys.argv[1:])}`; "  # (as typed: quotes kept)
         f"last written {time.strftime('%Y-%m-%d %H:%M')} at commit {at}"
     )
 

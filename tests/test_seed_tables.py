@@ -10,6 +10,7 @@ import tarfile
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from mbrl.tools.figures import draw_curves
 from mbrl.tools.plotting import Run, load_reference
@@ -89,6 +90,27 @@ def test_the_report_matches_the_runs(campaign: str, tmp_path: str) -> None:
         in md
     )
     assert "full-length" in md and os.path.getsize(os.path.join(tmp_path, "curves.png")) > 1000
+    # the stand-still counts by seed over the paired steps, and the paired sign-flip test
+    for i, name in enumerate(("full-length", "still")):
+        by = {m: [sum(_stands(flow[s][k] if m == "flow" else gauss[s][k])[i]
+                      for k in set(gauss[s]) & set(flow[s]) if k > 5000) for s in range(5)]
+              for m in MODELS}  # fmt: skip
+        d = np.subtract(by["flow"], by["gaussian"]).astype(float)
+        p = 1.0 if not d.any() else stats.permutation_test(
+            (d,), np.mean, permutation_type="samples", n_resamples=np.inf).pvalue  # fmt: skip
+        counts = " ".join(map(str, by["gaussian"])), " ".join(map(str, by["flow"]))
+        assert (
+            f"{name} evaluations by seed, model=gaussian {counts[0]} ({sum(by['gaussian'])}), "
+            f"model=flow {counts[1]} ({sum(by['flow'])}); seeds with any: "
+            f"{sum(v > 0 for v in by['gaussian'])} and {sum(v > 0 for v in by['flow'])} of 5; "
+            f"difference {d.mean():+.2f} ± {d.std(ddof=1):.2f} per seed, sign-flip p = {p:.2g}"
+        ) in md, md[-1500:]
+
+
+def _stands(evaluation: tuple[float, float]) -> tuple[bool, bool]:
+    """(full-length, still) on Hopper-v4: 1000-step episodes; within 5 % of 1000 x 1."""
+    ret, length = evaluation
+    return length == 1000, length == 1000 and abs(ret - 1000) <= 50
 
 
 def test_stand_still_counts_only_where_a_body_can_stand_still() -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -132,6 +133,30 @@ def test_report_matches_the_runs_and_a_rerun_continues(tmp_path: str) -> None:
         names = tar.getnames()
     assert "runs/agent.init-torch/seed_1/metrics.jsonl" in names
     assert all(n.startswith("runs/agent.init-torch/seed_") for n in names), names
+    # the report's header gives its command as typed: run again, it finds the same runs (a
+    # variant of two overrides is one quoted argument; unquoted, its second became common)
+    two = os.path.join(tmp_path, "two")
+    shutil.copytree(
+        os.path.join(out, torch_runs),
+        os.path.join(two, "runs", "agent.init-torch_logger.progress-false"),
+    )
+    res = seeds(
+        two,
+        "--seeds",
+        "0-1",
+        "--variant",
+        "agent.init=torch logger.progress=false",
+        "--report-only",
+    )
+    assert res.returncode == 0 and "(2 runs)" in res.stderr, res.stderr
+    with open(os.path.join(two, "summary.md"), encoding="utf-8") as f:
+        header = re.search(r"`python scripts/seeds.py (.*)`; last written", f.read())
+    assert header is not None
+    os.remove(os.path.join(two, "summary.md"))
+    again = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "seeds.py"),
+                            *shlex.split(header.group(1))], capture_output=True, text=True,
+                           timeout=120, cwd=ROOT)  # fmt: skip
+    assert again.returncode == 0 and "(2 runs)" in again.stderr, again.stderr
     # a GPU campaign's runs (their metrics bundle) reported on a machine without one
     gpu = os.path.join(tmp_path, "gpu")
     with tarfile.open(os.path.join(out, "metrics.tar.gz")) as tar:

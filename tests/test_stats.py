@@ -12,6 +12,7 @@ from mbrl.tools.stats import (
     RESAMPLES,
     bootstrap_interval,
     paired_difference,
+    sign_flip_p,
     summarize,
     trailing_mean,
 )
@@ -105,3 +106,27 @@ def test_trailing_mean() -> None:
     assert trailing_mean(values, window=1) == values
     with pytest.raises(ValueError, match="window 0"):
         trailing_mean(values, window=0)
+
+
+@pytest.mark.parametrize(
+    "diffs",
+    [[0, 0, 1, 1, 1, 1, 4, 0], [3, 2, 0, 3, 0, 0, 1], [1.5, -0.5, 2, 3, -1, 0.5], [2, -2, 1, -1]],
+)
+def test_the_sign_flip_test_is_scipys(diffs: list[float]) -> None:
+    """Exact: every sign assignment, as scipy's paired permutation test of one sample."""
+    want = stats.permutation_test(
+        (np.asarray(diffs, dtype=float),), np.mean, permutation_type="samples", n_resamples=np.inf
+    ).pvalue
+    assert sign_flip_p(diffs) == pytest.approx(want, abs=1e-12)
+
+
+def test_the_sign_flip_test_at_many_seeds_and_none() -> None:
+    """Past 16 nonzero differences it samples sign assignments: close to the exact p; no
+    nonzero difference says nothing (p = 1)."""
+    rng = np.random.default_rng(3)
+    diffs = rng.normal(0.4, 1.0, 18)
+    exact = stats.permutation_test((diffs,), np.mean, permutation_type="samples",
+                                   n_resamples=np.inf).pvalue  # fmt: skip
+    assert abs(sign_flip_p(diffs) - exact) < 0.02
+    assert sign_flip_p([0, 0, 0]) == sign_flip_p([]) == 1.0
+    assert sign_flip_p([5.0]) == 1.0  # (one seed: both signs are as extreme)

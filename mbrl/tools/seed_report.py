@@ -75,7 +75,11 @@ def tables(settings: list[Setting], reference: Reference | None = None) -> str:
     if len(settings) > 1:
         parts += [
             "Paired by seed, each variant minus the first: per step, the differences over the "
-            f"seeds both evaluated there after the random steps, mean ± std {ci}.",
+            f"seeds both evaluated there after the random steps, mean ± std {ci}. Where a body "
+            "can stand still, each variant's full-length and still evaluations are then counted "
+            "by seed over the same steps and compared by an exact paired sign-flip test of the "
+            "per-seed difference (the seed is the unit: one seed's evaluations are not "
+            "independent draws).",
             paired_text(settings),
         ]
     parts.append(

@@ -18,7 +18,7 @@ import numpy as np
 from mbrl.envs import env_spec, episode_limit, termination
 from mbrl.envs.make import alive_bonus
 from mbrl.tools.plotting import Reference, Run, Setting
-from mbrl.tools.stats import Summary, paired_difference, summarize, trailing_mean
+from mbrl.tools.stats import Summary, paired_difference, sign_flip_p, summarize, trailing_mean
 
 STILL_TOLERANCE = 0.05  # |return - bonus x length| <= 5 % of bonus x length
 RETURN, LENGTH = "eval/return_mean", "eval/episode_length_mean"
@@ -189,6 +189,59 @@ def paired(settings: list[Setting]) -> dict[str, tuple[dict[int, Summary], Overa
     return out
 
 
+Counts = dict[int, tuple[int, int]]  # seed -> its (full-length, still) evaluations
+
+
+def paired_counts(settings: list[Setting]) -> dict[str, tuple[Counts, Counts]]:
+    """Per variant after the first, its label -> the first variant's and its own full-length
+    and still evaluations by seed, over the steps and seeds :func:`paired` compares (none
+    where the env cannot stand still)."""
+    per = [cells(s.runs) for s in settings]
+    out: dict[str, tuple[Counts, Counts]] = {}
+    for s, c in zip(settings[1:], per[1:], strict=True):
+        a_counts: Counts = {}
+        b_counts: Counts = {}
+        for step in sorted(set(per[0]) & set(c)):
+            a, b = _seed_flags(per[0][step]), _seed_flags(c[step])
+            for seed in set(a) & set(b):
+                for counts, (full, still) in ((a_counts, a[seed]), (b_counts, b[seed])):
+                    n = counts.get(seed, (0, 0))
+                    counts[seed] = (n[0] + full, n[1] + still)
+        if a_counts:
+            out[s.label] = (a_counts, b_counts)
+    return out
+
+
+def _seed_flags(cell: Cell) -> dict[int, tuple[bool, bool]]:
+    """seed -> (full-length, still) of :func:`_seed_values`' evaluations (none where the env
+    cannot stand still)."""
+    values = _seed_values(cell)
+    return {
+        e.seed: (bool(e.full), bool(e.still))
+        for e in cell.evals
+        if e.seed in values and e.full is not None
+    }
+
+
+def counts_text(labels: tuple[str, str], a: Counts, b: Counts) -> str:
+    """Full-length and still evaluations by seed in both variants (the seed is the unit: one
+    seed's evaluations are not independent), and the paired sign-flip test of the difference."""
+    seeds = sorted(a)
+    parts = []
+    for i, name in enumerate(("full-length", "still")):
+        x, y = [a[s][i] for s in seeds], [b[s][i] for s in seeds]
+        d = [v - u for u, v in zip(x, y, strict=True)]
+        diff = summarize(d)
+        parts.append(
+            f"{name} evaluations by seed, {labels[0]} {' '.join(map(str, x))} ({sum(x)}), "
+            f"{labels[1]} {' '.join(map(str, y))} ({sum(y)}); seeds with any: "
+            f"{sum(v > 0 for v in x)} and {sum(v > 0 for v in y)} of {len(seeds)}; "
+            f"difference {diff.mean:+.2f} ± {diff.std:.2f} per seed, sign-flip p = "
+            f"{sign_flip_p(d):.2g}"
+        )
+    return f"seeds {', '.join(map(str, seeds))}: " + "; ".join(parts)
+
+
 def paired_text(settings: list[Setting]) -> str:
     """The paired table (a column per variant after the first) and its overall lines."""
     pairs = paired(settings)
@@ -207,4 +260,9 @@ def paired_text(settings: list[Setting]) -> str:
                 f"{label}, each seed's mean difference over the steps both its runs reached "
                 f"after the random steps ({first:,}–{last:,}): {summary.text(signed=True)}"
             )
+    base = settings[0].label
+    for label, (a, b) in paired_counts(settings).items():
+        lines.append(
+            f"{label} − {base}, over the same steps and {counts_text((base, label), a, b)}"
+        )
     return "\n\n".join(lines)

@@ -1,6 +1,7 @@
 """Statistics over seeds for the reports (``scripts/seeds.py``, ``scripts/plot.py --per-step``):
 the mean ± sample std with n, a 95 % percentile bootstrap interval of the mean, paired
-differences by seed, and the trailing mean that smooths a curve.
+differences by seed, an exact paired sign-flip test for counts by seed, and the trailing mean
+that smooths a curve.
 
 The interval is ``scipy.stats.bootstrap(method="percentile")``'s (tests/test_stats.py checks the
 two agree to 1e-12), in numpy so that a report needs no scipy; a fixed generator makes a report
@@ -75,6 +76,27 @@ def paired_difference(a: Mapping[int, float], b: Mapping[int, float]) -> Summary
     """``b - a`` over the seeds present in both (seed -> value); None when they share none."""
     common = sorted(set(a) & set(b))
     return summarize([b[s] - a[s] for s in common]) if common else None
+
+
+EXACT_FLIPS = 16  # nonzero differences up to which every sign assignment is enumerated
+
+
+def sign_flip_p(diffs: Sequence[float] | np.ndarray, seed: int = 0) -> float:
+    """Two-sided p of the paired sign-flip (permutation) test that the mean of ``diffs`` (one
+    per seed: b - a) is 0: the share of sign assignments whose |mean| is at least the one
+    observed. Exact (every assignment) up to :data:`EXACT_FLIPS` nonzero differences, else
+    :data:`RESAMPLES` random ones. The seed is the unit: evaluations of one seed are not
+    independent draws, so counts are compared as each seed's total, never pooled."""
+    x = np.asarray(diffs, dtype=float)
+    x = x[x != 0]  # (a zero's sign changes nothing)
+    if x.size == 0:
+        return 1.0
+    if x.size <= EXACT_FLIPS:
+        signs = 1 - 2 * ((np.arange(2**x.size)[:, None] >> np.arange(x.size)) & 1)
+    else:
+        signs = np.random.default_rng(seed).choice([-1, 1], (RESAMPLES, x.size))
+    sums = np.abs(signs @ x)
+    return float(np.mean(sums >= abs(x.sum()) * (1 - 1e-12)))
 
 
 def trailing_mean(values: Sequence[float], window: int = SMOOTH_WINDOW) -> list[float]:
