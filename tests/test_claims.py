@@ -1,8 +1,8 @@
 """The README's learning claims recomputed from the committed metrics bundles (docs/ab,
-docs/gpu): the Hopper stand-still counts of E2 and E3 with their p-values, the GPU table's
-smoothed means, counts and paired difference, the CPU runs past 16 000 (with docs/hopper.md's
-reading of the two to 50 000), and the pendulums' MBPO-against-SAC counts and means. A changed
-bundle or a changed sentence fails here."""
+docs/gpu): the Hopper stand-still counts of E2 and E3 by seed, with their paired p-values; the
+GPU table's smoothed means, counts and paired difference; the CPU runs past 16 000 (with
+docs/hopper.md's reading of the two to 50 000); the pendulums' MBPO-against-SAC counts and
+means. A changed bundle or a changed sentence fails here."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import os
 import tarfile
 
 import numpy as np
-from scipy.stats import fisher_exact
+from scipy.stats import bootstrap, permutation_test
 
 from mbrl.tools.plotting import load_reference
 from mbrl.tools.seed_tables import reference_text
@@ -52,18 +52,21 @@ def evaluations(bundle: str, variant: str) -> dict[int, dict[int, tuple[float, f
     return seeds
 
 
-def full_length(bundle: str, variant: str, seeds: range | None = None) -> tuple[int, int]:
-    """(evaluations in WINDOW whose every episode ran LIMIT steps, evaluations in WINDOW) over
-    the variant's seeds (those in ``seeds`` only, if given)."""
+def full_length(bundle: str, variant: str, seeds: range) -> list[int]:
+    """Per seed in ``seeds``: its evaluations in WINDOW whose every episode ran LIMIT steps."""
     runs = evaluations(bundle, variant)
-    at = [
-        e[step]
-        for seed, e in runs.items()
-        if seeds is None or seed in seeds
-        for step in WINDOW
-        if step in e
-    ]
-    return sum(length >= LIMIT for _, length in at), len(at)
+    return [sum(runs[seed][step][1] >= LIMIT for step in WINDOW) for seed in seeds]
+
+
+def over_seeds(values: list[float], signed: bool = False) -> str:
+    """``mean ± std [low, high] (n=N)`` as the README writes a value over seeds, its interval
+    scipy's percentile bootstrap with the reports' generator (seed 0, 10 000 resamples)."""
+    x = np.asarray(values, dtype=float)
+    ci = bootstrap((x,), np.mean, n_resamples=10_000, method="percentile",
+                   rng=np.random.default_rng(0)).confidence_interval  # fmt: skip
+    f = "{:+.0f}" if signed else "{:.0f}"
+    low, high = f.format(ci.low), f.format(ci.high)
+    return _minus(f"{f.format(x.mean())} ± {np.std(x, ddof=1):.0f} [{low}, {high}] (n={x.size})")
 
 
 def page_text(page: str) -> str:
@@ -76,20 +79,23 @@ def readme_text() -> str:
     return page_text("README.md")
 
 
-def p_value(a: tuple[int, int], b: tuple[int, int]) -> str:
-    """Fisher's exact test of a's full-length share against b's, as the README rounds it."""
-    p = fisher_exact([[a[0], a[1] - a[0]], [b[0], b[1] - b[0]]]).pvalue
-    return f"{p:.2g}"
+def p_value(a: list[int], b: list[int]) -> str:
+    """The paired sign-flip test of b - a by seed (scipy's permutation test, every sign
+    assignment), as the README rounds it."""
+    d = np.subtract(b, a).astype(float)
+    if not d.any():
+        return "1"
+    test = permutation_test((d,), np.mean, permutation_type="samples", n_resamples=np.inf)
+    return f"{test.pvalue:.2g}"
 
 
 def test_the_readmes_stand_still_counts_are_the_bundles() -> None:
-    e3_seeds = range(7)  # E3's pairs; E2 has more
-    sac, gauss = full_length(E2, SAC), full_length(E2, "model-gaussian")
-    sac_e3 = full_length(E2, SAC, e3_seeds)
-    v4 = full_length(E3, "model-gaussian_env.version-v4")
-    v5 = full_length(E3, "model-gaussian_env.version-v5")
-    assert v4 == full_length(E2, "model-gaussian", e3_seeds)  # E3's v4 arm: E2's Gaussian arm
-    assert sac[1] == gauss[1] == 40 and v4[1] == v5[1] == sac_e3[1] == 35  # 5 evaluations a seed
+    e2, e3 = range(8), range(7)  # E3's pairs: seeds 0-6; E2 has more
+    sac, gauss = full_length(E2, SAC, e2), full_length(E2, "model-gaussian", e2)
+    sac_e3 = full_length(E2, SAC, e3)
+    v4 = full_length(E3, "model-gaussian_env.version-v4", e3)
+    v5 = full_length(E3, "model-gaussian_env.version-v5", e3)
+    assert v4 == full_length(E2, "model-gaussian", e3)  # E3's v4 arm: E2's Gaussian arm
     mbrl_lib = []  # mbrl-lib 0.2.0's own MBPO (docs/hopper.md), 3 seeds
     for seed in range(3):
         path = os.path.join(
@@ -98,15 +104,20 @@ def test_the_readmes_stand_still_counts_are_the_bundles() -> None:
         with open(path, encoding="utf-8") as f:
             mbrl_lib += [json.loads(line)["lengths"] for line in f]
     full = sum(min(lengths) >= LIMIT for lengths in mbrl_lib)
+
+    def seeds_with(counts: list[int]) -> str:
+        return f"{sum(c > 0 for c in counts)} of {len(counts)} seeds"
+
     readme = readme_text()
     for sentence in [
         f"mbrl-lib's own MBPO {full} of {len(mbrl_lib)} over 3 seeds",
-        f"SAC alone at MBPO's 20 updates per step {sac[0]} of {sac[1]}, Gaussian MBPO on "
-        f"Hopper-v4 {gauss[0]} of {gauss[1]} (8 seeds each; p = {p_value(gauss, sac)} against SAC)",
-        f"{v5[0]} of {v5[1]} over seeds 0–6 (p = {p_value(v5, sac_e3)} against SAC's "
-        f"{sac_e3[0]} of {sac_e3[1]} there, p = {p_value(v5, v4)} against v4's {v4[0]} of {v4[1]})",
+        f"SAC alone at MBPO's 20 updates per step {sum(sac)} of 40 ({seeds_with(sac)}), "
+        f"Gaussian MBPO on Hopper-v4 {sum(gauss)} of 40 ({seeds_with(gauss)}; paired by seed, "
+        f"sign-flip p = {p_value(sac, gauss)} against SAC)",
+        f"{sum(v5)} of 35 over seeds 0–6 ({seeds_with(v5)}; p = {p_value(sac_e3, v5)} against "
+        f"SAC's {sum(sac_e3)} of 35 there, p = {p_value(v4, v5)} against v4's {sum(v4)} of 35)",
     ]:
-        assert sentence in readme
+        assert sentence in readme, sentence
 
 
 def test_the_two_seeds_to_50000_are_the_bundle() -> None:
@@ -198,8 +209,9 @@ def test_the_readmes_four_seed_hopper_claim_is_the_bundle() -> None:
         values = smoothed(worst)
         lo, hi = bootstrap_interval(values)
         text += (
-            f" but {_spans(sorted(outside))} (at {_thousands(worst)}: {np.mean(values):.0f} "
-            f"[{lo:.0f}, {hi:.0f}] against {mean_at(worst):.0f})"
+            f" but {_spans(sorted(outside))} (at {_thousands(worst)}: {np.mean(values):.0f} ± "
+            f"{np.std(values, ddof=1):.0f} [{lo:.0f}, {hi:.0f}] (n={len(values)}) against "
+            f"{mean_at(worst):.0f})"
         )
     assert text in readme_text(), text
 
@@ -219,8 +231,7 @@ def test_the_readmes_pendulum_claims_are_the_bundles() -> None:
         return sum(r >= target for r in returns(env, algorithm, step))
 
     def mean_std(env: str, algorithm: str, step: int) -> str:
-        r = returns(env, algorithm, step)
-        return _minus(f"{np.mean(r):.0f} ± {np.std(r, ddof=1):.0f}")
+        return over_seeds(returns(env, algorithm, step)).removesuffix(" (n=5)")
 
     readme = readme_text()
     # the targets: Pendulum -250, InvertedPendulum 900 (docs/results.md)
@@ -234,7 +245,7 @@ def test_the_readmes_pendulum_claims_are_the_bundles() -> None:
     def paired(env: str) -> str:  # SAC − MBPO, each seed's mean over 2000-3000
         sac, mbpo = (np.array([returns(env, a, s) for s in (2000, 3000)]) for a in ("sac", "mbpo"))
         diff = (sac - mbpo).mean(axis=0)
-        return _minus(f"{np.mean(diff):.0f} ± {np.std(diff, ddof=1):.0f} [")
+        return over_seeds(list(diff), signed=True).removesuffix(" (n=5)")
 
     with open(os.path.join(ROOT, "docs", "results.md"), encoding="utf-8") as f:
         results = " ".join(f.read().split())
@@ -242,10 +253,10 @@ def test_the_readmes_pendulum_claims_are_the_bundles() -> None:
     assert f"InvertedPendulum {paired('inverted_pendulum')}" in results
     for sentence in [
         "solved Pendulum (≥ −250) by 2000 steps in 4 of 5 seeds and by 3000 in 5 of 5 "
-        f"({mean_std('pendulum', 'mbpo', 3000)} [",
+        f"({mean_std('pendulum', 'mbpo', 3000)})",
         "InvertedPendulum (≥ 900) by 2000 in 5 of 5, where SAC solved neither in any seed by "
-        f"3000 ({mean_std('pendulum', 'sac', 3000)} [",
-        f"and {mean_std('inverted_pendulum', 'sac', 3000)} [",
+        f"3000 ({mean_std('pendulum', 'sac', 3000)}",
+        f"and {mean_std('inverted_pendulum', 'sac', 3000)};",
     ]:
         assert sentence in readme
 
@@ -265,14 +276,15 @@ def test_the_readmes_gpu_table_is_the_bundles() -> None:
         done = [seed_evals[s][0] for s in after if s <= step]
         return float(np.mean(done[-5:]))
 
+    def cell_of(values: list[float]) -> str:
+        return over_seeds(values) if values else ""
+
     readme = readme_text()
     for step in after:
         cells = readme.split(f"| {step:,} | ", 1)[1].split(" |")  # gaussian, flow, MBPO
         for model, cell in zip(("gaussian", "flow"), cells[:2], strict=True):
             values = [smoothed(e, step) for e in runs[model].values() if step in e]
-            expected = f"{np.mean(values):.0f} ± {np.std(values, ddof=1):.0f} [" if values else ""
-            assert cell.strip().startswith(expected), (step, model, cell)
-            assert cell.strip().endswith(f"(n={len(values)})" if values else ""), (step, model)
+            assert cell.strip() == (cell_text := cell_of(values)), (step, model, cell_text)
         # "the Gaussian's interval lies above MBPO's band at every step": its lower end above
         # the published mean + std (the table's last column)
         low = float(cells[0].split("[", 1)[1].split(",", 1)[0])
@@ -292,9 +304,8 @@ def test_the_readmes_gpu_table_is_the_bundles() -> None:
         np.mean([f[s][0] - g[s][0] for s in after if s in f and s in g])
         for g, f in ((runs["gaussian"][seed], runs["flow"][seed]) for seed in range(10))
     ]
-    diff = _minus(f"{np.mean(paired):.0f} ± {np.std(paired, ddof=1):.0f} [")
-    assert f"Flow − Gaussian, paired by seed over 6000–8000: {diff}" in readme
-    assert f"(n={len(paired)}): no difference established" in readme
+    diff = over_seeds([float(p) for p in paired], signed=True)
+    assert f"Flow − Gaussian, paired by seed over 6000–8000: {diff}: no difference" in readme
     # docs/hopper.md's cut: the pairs in which neither run ran 1000-step episodes
     from mbrl.tools.stats import summarize
 
@@ -346,6 +357,16 @@ def test_the_readmes_walker_line_is_the_bundle() -> None:
         and "below the band from 53 000" in readme
     )
     assert f"({np.interp(100000, ref.steps, ref.mean):.0f} at 100 000)" in readme
+    # docs/results.md: each seed's smoothed evaluations from 16 000 on inside MBPO's band
+    inside = {}
+    for seed in (0, 1):
+        steps = [t for t in sorted(runs[seed]) if t >= 16000]
+        mean, std = np.interp(steps, ref.steps, ref.mean), np.interp(steps, ref.steps, ref.std)
+        near = [abs(smoothed(seed, t) - m) <= sd for t, m, sd in zip(steps, mean, std, strict=True)]
+        inside[seed] = f"{sum(near)} of its {len(steps)}"
+    results = page_text("docs/results.md")
+    assert f"seed 0 lies within MBPO's published mean ± std at {inside[0]}," in results
+    assert f"seed 1 at {inside[1]}," in results
     hopper = load_reference(REFERENCE)
     at = (reference_text(hopper, 40000), reference_text(hopper, 50000))
     assert f"between 40 000 and 50 000 steps ({at[0]}, then {at[1]})" in readme
