@@ -24,6 +24,7 @@ from mbrl.tools.seed_tables import (
     STILL_TOLERANCE,
     cells,
     paired,
+    paired_counts,
     paired_text,
     smoothed_table,
     step_table,
@@ -75,11 +76,8 @@ def tables(settings: list[Setting], reference: Reference | None = None) -> str:
     if len(settings) > 1:
         parts += [
             "Paired by seed, each variant minus the first: per step, the differences over the "
-            f"seeds both evaluated there after the random steps, mean ± std {ci}. Where a body "
-            "can stand still, each variant's full-length and still evaluations are then counted "
-            "by seed over the same steps and compared by an exact paired sign-flip test of the "
-            "per-seed difference (the seed is the unit: one seed's evaluations are not "
-            "independent draws).",
+            f"seeds both evaluated there after the random steps, mean ± std {ci}."
+            + (COUNTS_NOTE if paired_counts(settings) else ""),
             paired_text(settings),
         ]
     parts.append(
@@ -88,6 +86,13 @@ def tables(settings: list[Setting], reference: Reference | None = None) -> str:
         "seeds' extremes): read it with n."
     )
     return "\n\n".join(parts)
+
+
+COUNTS_NOTE = (
+    " Then each variant's full-length and still evaluations, counted by seed over the same "
+    "steps and compared by an exact paired sign-flip test of the per-seed difference (the seed "
+    "is the unit: one seed's evaluations are not independent draws)."
+)
 
 
 def _json(settings: list[Setting]) -> dict[str, object]:
