@@ -52,6 +52,14 @@ def campaign_order(settings: list[Setting], folder: str) -> list[Setting]:
     return sorted(settings, key=rank)  # (stable)
 
 
+# After the paired table's note, where the env can stand still (seed_tables.paired_counts)
+COUNTS_NOTE = (
+    " Then each variant's full-length and still evaluations, counted by seed over the same "
+    "steps and compared by an exact paired sign-flip test of the per-seed difference (the seed "
+    "is the unit: one seed's evaluations are not independent draws)."
+)
+
+
 def tables(settings: list[Setting], reference: Reference | None = None) -> str:
     """The report's tables in markdown, each after a line that says what its cells are."""
     ci = f"[{CONFIDENCE:.0%} bootstrap interval of the mean] (n)"
@@ -86,13 +94,6 @@ def tables(settings: list[Setting], reference: Reference | None = None) -> str:
         "seeds' extremes): read it with n."
     )
     return "\n\n".join(parts)
-
-
-COUNTS_NOTE = (
-    " Then each variant's full-length and still evaluations, counted by seed over the same "
-    "steps and compared by an exact paired sign-flip test of the per-seed difference (the seed "
-    "is the unit: one seed's evaluations are not independent draws)."
-)
 
 
 def _json(settings: list[Setting]) -> dict[str, object]:
