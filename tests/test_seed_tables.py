@@ -95,15 +95,15 @@ def test_the_report_matches_the_runs(campaign: str, tmp_path: str) -> None:
         by = {m: [sum(_stands(flow[s][k] if m == "flow" else gauss[s][k])[i]
                       for k in set(gauss[s]) & set(flow[s]) if k > 5000) for s in range(5)]
               for m in MODELS}  # fmt: skip
-        d = np.subtract(by["flow"], by["gaussian"]).astype(float)
-        p = 1.0 if not d.any() else stats.permutation_test(
-            (d,), np.mean, permutation_type="samples", n_resamples=np.inf).pvalue  # fmt: skip
+        diff = np.subtract(by["flow"], by["gaussian"]).astype(float)
+        p = 1.0 if not diff.any() else stats.permutation_test(
+            (diff,), np.mean, permutation_type="samples", n_resamples=np.inf).pvalue  # fmt: skip
         counts = " ".join(map(str, by["gaussian"])), " ".join(map(str, by["flow"]))
         assert (
             f"{name} evaluations by seed, model=gaussian {counts[0]} ({sum(by['gaussian'])}), "
             f"model=flow {counts[1]} ({sum(by['flow'])}); seeds with any: "
             f"{sum(v > 0 for v in by['gaussian'])} and {sum(v > 0 for v in by['flow'])} of 5; "
-            f"difference {d.mean():+.2f} ± {d.std(ddof=1):.2f} per seed, sign-flip p = {p:.2g}"
+            f"difference {diff.mean():+.2f} ± {diff.std(ddof=1):.2f} per seed, sign-flip p = {p:.2g}"
         ) in md, md[-1500:]
 
 
