@@ -103,7 +103,8 @@ def test_the_report_matches_the_runs(campaign: str, tmp_path: str) -> None:
             f"{name} evaluations by seed, model=gaussian {counts[0]} ({sum(by['gaussian'])}), "
             f"model=flow {counts[1]} ({sum(by['flow'])}); seeds with any: "
             f"{sum(v > 0 for v in by['gaussian'])} and {sum(v > 0 for v in by['flow'])} of 5; "
-            f"difference {diff.mean():+.2f} ± {diff.std(ddof=1):.2f} per seed, sign-flip p = {p:.2g}"
+            f"difference {diff.mean():+.2f} ± {diff.std(ddof=1):.2f} per seed, "
+            f"sign-flip p = {p:.2g}"
         ) in md, md[-1500:]
 
 
