@@ -54,9 +54,10 @@ def campaign_order(settings: list[Setting], folder: str) -> list[Setting]:
 
 # After the paired table's note, where the env can stand still (seed_tables.paired_counts)
 COUNTS_NOTE = (
-    " Then each variant's full-length and still evaluations, counted by seed over the same "
-    "steps and compared by an exact paired sign-flip test of the per-seed difference (the seed "
-    "is the unit: one seed's evaluations are not independent draws)."
+    " Then, per variant, a table of its full-length and still evaluations by seed over the same "
+    "steps beside the first's, with the per-seed difference and the two-sided p of an exact "
+    "paired sign-flip test (the seed is the unit: one seed's evaluations are not independent "
+    "draws)."
 )
 
 

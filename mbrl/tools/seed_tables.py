@@ -192,23 +192,33 @@ def paired(settings: list[Setting]) -> dict[str, tuple[dict[int, Summary], Overa
 Counts = dict[int, tuple[int, int]]  # seed -> its (full-length, still) evaluations
 
 
-def paired_counts(settings: list[Setting]) -> dict[str, tuple[Counts, Counts]]:
-    """Per variant after the first, its label -> the first variant's and its own full-length
-    and still evaluations by seed, over the steps and seeds :func:`paired` compares (none
+@dataclass
+class PairedCounts:
+    """Two variants' full-length and still evaluations by seed, over the steps and seeds
+    :func:`paired` compares."""
+
+    first: Counts = field(default_factory=dict)  # the first variant's
+    other: Counts = field(default_factory=dict)
+    steps: list[int] = field(default_factory=list)
+
+
+def paired_counts(settings: list[Setting]) -> dict[str, PairedCounts]:
+    """Per variant after the first, its label -> its counts beside the first variant's (none
     where the env cannot stand still)."""
     per = [cells(s.runs) for s in settings]
-    out: dict[str, tuple[Counts, Counts]] = {}
+    out: dict[str, PairedCounts] = {}
     for s, c in zip(settings[1:], per[1:], strict=True):
-        a_counts: Counts = {}
-        b_counts: Counts = {}
+        found = PairedCounts()
         for step in sorted(set(per[0]) & set(c)):
             a, b = _seed_flags(per[0][step]), _seed_flags(c[step])
+            if set(a) & set(b):
+                found.steps.append(step)
             for seed in set(a) & set(b):
-                for counts, (full, still) in ((a_counts, a[seed]), (b_counts, b[seed])):
+                for counts, (full, still) in ((found.first, a[seed]), (found.other, b[seed])):
                     n = counts.get(seed, (0, 0))
                     counts[seed] = (n[0] + full, n[1] + still)
-        if a_counts:
-            out[s.label] = (a_counts, b_counts)
+        if found.steps:
+            out[s.label] = found
     return out
 
 
@@ -223,23 +233,22 @@ def _seed_flags(cell: Cell) -> dict[int, tuple[bool, bool]]:
     }
 
 
-def counts_text(labels: tuple[str, str], a: Counts, b: Counts) -> str:
-    """Full-length and still evaluations by seed in both variants (the seed is the unit: one
-    seed's evaluations are not independent), and the paired sign-flip test of the difference."""
-    seeds = sorted(a)
-    parts = []
+def counts_table(labels: tuple[str, str], found: PairedCounts) -> str:
+    """A row per count and variant, a column per seed (the seed is the unit: one seed's
+    evaluations are not independent); then the total, the seeds with any, and on the second
+    variant's row the per-seed difference and the two-sided p of its paired sign-flip test."""
+    seeds = sorted(found.first)
+    head = ["evaluations", *(f"seed {s}" for s in seeds), "all", "seeds with any"]
+    rows = []
     for i, name in enumerate(("full-length", "still")):
-        x, y = [a[s][i] for s in seeds], [b[s][i] for s in seeds]
+        x, y = ([c[s][i] for s in seeds] for c in (found.first, found.other))
         d = [v - u for u, v in zip(x, y, strict=True)]
         diff = summarize(d)
-        parts.append(
-            f"{name} evaluations by seed, {labels[0]} {' '.join(map(str, x))} ({sum(x)}), "
-            f"{labels[1]} {' '.join(map(str, y))} ({sum(y)}); seeds with any: "
-            f"{sum(v > 0 for v in x)} and {sum(v > 0 for v in y)} of {len(seeds)}; "
-            f"difference {diff.mean:+.2f} ± {diff.std:.2f} per seed, sign-flip p = "
-            f"{sign_flip_p(d):.2g}"
-        )
-    return f"seeds {', '.join(map(str, seeds))}: " + "; ".join(parts)
+        for label, n in zip(labels, (x, y), strict=True):
+            rows.append([f"{name}, {label}", *map(str, n), str(sum(n)), str(sum(v > 0 for v in n))])
+        rows[-2] += ["", ""]
+        rows[-1] += [f"{diff.mean:+.2f} ± {diff.std:.2f}", f"{sign_flip_p(d):.2g}"]
+    return _markdown([*head, "difference per seed (mean ± std)", "sign-flip p"], rows)
 
 
 def paired_text(settings: list[Setting]) -> str:
@@ -261,8 +270,8 @@ def paired_text(settings: list[Setting]) -> str:
                 f"after the random steps ({first:,}–{last:,}): {summary.text(signed=True)}"
             )
     base = settings[0].label
-    for label, (a, b) in paired_counts(settings).items():
-        lines.append(
-            f"{label} − {base}, over the same steps and {counts_text((base, label), a, b)}"
-        )
+    for label, found in paired_counts(settings).items():
+        span = f"{found.steps[0]:,}–{found.steps[-1]:,}"
+        lines.append(f"{label} − {base}, stand-still counts by seed over the same steps ({span}):")
+        lines.append(counts_table((base, label), found))
     return "\n\n".join(lines)
