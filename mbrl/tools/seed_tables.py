@@ -270,8 +270,8 @@ def paired_text(settings: list[Setting]) -> str:
                 f"after the random steps ({first:,}–{last:,}): {summary.text(signed=True)}"
             )
     base = settings[0].label
-    for label, found in paired_counts(settings).items():
-        span = f"{found.steps[0]:,}–{found.steps[-1]:,}"
+    for label, counts in paired_counts(settings).items():
+        span = f"{counts.steps[0]:,}–{counts.steps[-1]:,}"
         lines.append(f"{label} − {base}, stand-still counts by seed over the same steps ({span}):")
-        lines.append(counts_table((base, label), found))
+        lines.append(counts_table((base, label), counts))
     return "\n\n".join(lines)
