@@ -98,6 +98,8 @@ def test_the_report_matches_the_runs(campaign: str, tmp_path: str) -> None:
         diff = np.subtract(by["flow"], by["gaussian"]).astype(float)
         p = 1.0 if not diff.any() else stats.permutation_test(
             (diff,), np.mean, permutation_type="samples", n_resamples=np.inf).pvalue  # fmt: skip
+        for m in MODELS:  # summary.json: the same counts, seed -> [full-length, still]
+            assert [pairs["counts"][f"model={m}"][str(k)][i] for k in range(5)] == by[m]
         row = {m: " | ".join(map(str, by[m])) for m in MODELS}
         anys = {m: sum(v > 0 for v in by[m]) for m in MODELS}
         assert f"| {name}, model=gaussian | {row['gaussian']} | {sum(by['gaussian'])} | " \

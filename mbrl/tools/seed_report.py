@@ -116,6 +116,13 @@ def _json(settings: list[Setting]) -> dict[str, object]:
         pairs[label] = {str(k): d.as_dict() for k, d in diffs.items()}
         if found is not None:
             pairs[label]["overall"] = found[0].as_dict() | {"first": found[1], "last": found[2]}
+    base = settings[0].label
+    for label, found_counts in paired_counts(settings).items():  # seed -> [full, still]
+        pairs[f"{label} − {base}"]["counts"] = {
+            "steps": found_counts.steps,
+            base: {str(k): list(v) for k, v in found_counts.first.items()},
+            label: {str(k): list(v) for k, v in found_counts.other.items()},
+        }
     return {"variants": data, "paired": pairs}
 
 
