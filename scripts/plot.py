@@ -69,7 +69,7 @@ def main() -> int:
     parser.add_argument(
         "--interval",
         action="store_true",
-        help="the band is the 95 %% bootstrap interval of the mean over seeds (where 3 or more "
+        help="the band is the 95 %% bootstrap interval of the mean over seeds (where 4 or more "
         "reached the step), not ±std",
     )
     parser.add_argument(

@@ -9,6 +9,8 @@ from scipy import stats
 
 from mbrl.tools.stats import (
     CONFIDENCE,
+    COVERAGE,
+    INTERVAL_SEEDS,
     RESAMPLES,
     bootstrap_interval,
     paired_difference,
@@ -67,9 +69,9 @@ def test_a_large_sample_gives_the_t_interval() -> None:
 
 
 def test_summary_of_seeds() -> None:
-    values = [1.0, 2.0, 4.0]
+    values = [1.0, 2.0, 4.0, 8.0]
     s = summarize(values)
-    assert (s.n, s.mean, s.std) == (3, pytest.approx(7 / 3), pytest.approx(np.std(values, ddof=1)))
+    assert (s.n, s.mean, s.std) == (4, pytest.approx(15 / 4), pytest.approx(np.std(values, ddof=1)))
     assert s.interval == bootstrap_interval(values)
     one = summarize([5.0])
     assert (one.n, one.mean, one.std, one.interval) == (1, 5.0, 0.0, None)
@@ -92,9 +94,13 @@ def test_paired_differences_use_the_seeds_in_both() -> None:
     assert d.interval is None  # (two seeds in both: no interval)
     a[4], b[4] = 10.0, 40.0
     d = paired_difference(a, b)
-    assert d is not None and d.interval == bootstrap_interval([-50.0, 120.0, 30.0])
+    assert d is not None and d.interval is None  # (three seeds: their range, not given)
+    assert d.text(signed=True) == "+33 ± 85 (n=3)"
+    a[5], b[5] = 0.0, -20.0
+    d = paired_difference(a, b)
+    assert d is not None and d.interval == bootstrap_interval([-50.0, 120.0, 30.0, -20.0])
     low, high = d.interval
-    assert d.text(signed=True) == f"+33 ± 85 [{low:+.0f}, {high:+.0f}] (n=3)"
+    assert d.text(signed=True) == f"+20 ± 74 [{low:+.0f}, {high:+.0f}] (n=4)"
     assert paired_difference({0: 1.0}, {1: 2.0}) is None
 
 
@@ -130,3 +136,23 @@ def test_the_sign_flip_test_at_many_seeds_and_none() -> None:
     assert abs(sign_flip_p(diffs) - exact) < 0.02
     assert sign_flip_p([0, 0, 0]) == sign_flip_p([]) == 1.0
     assert sign_flip_p([5.0]) == 1.0  # (one seed: both signs are as extreme)
+
+
+def test_three_values_give_their_range_and_few_seeds_cover_less_than_95() -> None:
+    """At three values a percentile bootstrap is their range (one value repeated is 1/27 of
+    the resamples, above the 2.5 % tail): no interval below INTERVAL_SEEDS. Above it, the
+    coverage the report's note states, recomputed."""
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        x = rng.normal(0.0, 1.0, 3)
+        assert bootstrap_interval(x) == pytest.approx((x.min(), x.max()), abs=1e-12)
+    assert INTERVAL_SEEDS == 4 and summarize([1.0, 2.0, 4.0]).interval is None
+    for n, stated in COVERAGE.items():
+        draws = np.random.default_rng(n)
+        held = [
+            low <= 0.0 <= high
+            for low, high in (
+                bootstrap_interval(draws.normal(0.0, 1.0, n), seed=t) for t in range(2000)
+            )
+        ]
+        assert round(float(np.mean(held)), 2) == stated, n

@@ -74,7 +74,7 @@ def interval_band(
     curves: list[tuple[np.ndarray, np.ndarray]], grid: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The 95 % bootstrap interval of the mean over the seeds that reached each step of
-    ``grid``, where three or more did (``keep``: those steps)."""
+    ``grid``, where :data:`INTERVAL_SEEDS` or more did (``keep``: those steps)."""
     _, ys, inside = _reached(curves, grid)
     keep = inside.sum(0) >= INTERVAL_SEEDS
     low, high = np.full(grid.shape, np.nan), np.full(grid.shape, np.nan)
