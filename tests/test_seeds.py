@@ -330,8 +330,9 @@ def test_bad_input_is_refused_before_any_run(tmp_path: str) -> None:
 
 
 def test_batches_group_each_variants_seeds_that_are_at_one_step(tmp_path: str) -> None:
-    """--batch 2: a variant's seeds two by two, in order; a group whose runs are at different
-    steps (one has a checkpoint, one not) runs one by one, and says so."""
+    """--batch 2: a variant's seeds two by two, in order, every variant's first two seeds before
+    any variant's next (a campaign cut short keeps its pairs); a group whose runs are at
+    different steps (one has a checkpoint, one not) runs one by one, and says so."""
     flow, gauss = Variant(("model=flow",)), Variant(("model=gaussian",))
     jobs = [
         Job(v, s, os.path.join(tmp_path, v.folder, f"seed_{s}"))
@@ -344,8 +345,15 @@ def test_batches_group_each_variants_seeds_that_are_at_one_step(tmp_path: str) -
     torch.save(head, os.path.join(ahead, "ckpt", "last.pt"))
     units, said = batches(jobs, 2)
     names = [u.name for u in units]
-    assert names == ["model-flow/seeds_0,1", "model-flow/seed_2", "model-gaussian/seed_0",
-                     "model-gaussian/seed_1", "model-gaussian/seed_2"]  # fmt: skip
+    assert names == [
+        "model-flow/seeds_0,1",
+        "model-gaussian/seed_0",
+        "model-gaussian/seed_1",
+        "model-flow/seed_2",
+        "model-gaussian/seed_2",
+    ]  # fmt: skip (seed-major)
+    one, _ = batches(jobs, 1)  # one process a run: the seeds' pairs first, in jobs' order
+    assert [u.name for u in one] == [j.name for j in jobs]
     assert said == [
         "model-gaussian: seed 0 at 0, seed 1 at 500: not at one step, so run one by one"
     ]

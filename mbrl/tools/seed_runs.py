@@ -120,13 +120,22 @@ class Batch:
 def batches(jobs: list[Job], size: int) -> tuple[list[Job | Batch], list[str]]:
     """``jobs`` as processes: each variant's seeds in groups of up to ``size`` (in order),
     a group of one or of runs at different steps (which cannot go on together) as solo runs;
-    and a line for each group split so."""
+    and a line for each group split so. Seed-major, as ``jobs`` are: the k-th group of every
+    variant before any variant's next, so that a campaign cut short (a budget, a stop, one
+    process at a time) has the same seeds of every variant, to pair."""
+    variants = list(dict.fromkeys(j.variant for j in jobs))
+    groups = {
+        v: [own[i : i + size] for i in range(0, len(own), size)]
+        for v in variants
+        for own in [[j for j in jobs if j.variant == v]]
+    }
     units: list[Job | Batch] = []
     said: list[str] = []
-    for variant in dict.fromkeys(j.variant for j in jobs):
-        own = [j for j in jobs if j.variant == variant]
-        for i in range(0, len(own), size):
-            group = own[i : i + size]
+    for k in range(max((len(g) for g in groups.values()), default=0)):
+        for variant in variants:
+            if k >= len(groups[variant]):
+                continue
+            group = groups[variant][k]
             at = {
                 (os.path.isfile(os.path.join(j.path, "ckpt", "last.pt")), j.steps()) for j in group
             }
