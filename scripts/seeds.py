@@ -296,7 +296,7 @@ def main() -> int:
                 break
     except KeyboardInterrupt:
         report()
-        print("stopped; the same command continues every run", file=sys.stderr)
+        print(f"stopped; the same command continues every run: {_again()}", file=sys.stderr)
         return 130
     finally:  # (after the runs have stopped: they are the daemon's clients)
         if memory is not None:
@@ -305,8 +305,17 @@ def main() -> int:
             print(mps.stop(), file=sys.stderr)
     report()
     print(f"report: {os.path.join(report_dir, 'summary.md')}", file=sys.stderr)
+    short = [j for j in chosen if j.outcome.startswith("stopped")]
+    if short:  # (the budget ended them)
+        print(f"{plural(len(short), 'run')} short of {steps:,} env steps: the same command "
+              f"continues them: {_again()}", file=sys.stderr)  # fmt: skip
     failed = [j.name for j in chosen if j.outcome.startswith("failed")]
     return 1 if failed else 0
+
+
+def _again() -> str:
+    """This command as typed (quoted where it must be), to run again."""
+    return f"python {shlex.join(sys.argv)}"
 
 
 def _start(

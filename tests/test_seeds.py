@@ -198,7 +198,15 @@ def test_a_budget_stops_every_run_with_a_checkpoint(tmp_path: str) -> None:
     assert "it says" not in res.stderr  # (the runs stopped themselves: nothing to repeat)
     # the third run's turn never came: said, and no folder of it
     assert "budget being spent or under 120 s from its end" in res.stderr, res.stderr
-    assert res.stderr.strip().splitlines()[-2].endswith("): base/seed_2"), res.stderr
+    *_, unstarted, _, again = res.stderr.strip().splitlines()
+    assert unstarted.endswith("): base/seed_2"), res.stderr
+    assert again.startswith("2 runs short of 200,000 env steps: the same command continues them:")
+    assert shlex.split(again.split(": ", 1)[1].split("continues them: ", 1)[1])[2:] == [
+        out,
+        *args,
+        "--",
+        *TINY,
+    ]  # (python, seeds.py, then the arguments as given)
     assert not os.path.exists(os.path.join(out, "runs", "base", "seed_2"))
     with open(os.path.join(out, "invocations.json"), encoding="utf-8") as f:
         (inv,) = json.load(f)
@@ -256,6 +264,8 @@ def test_a_signal_stops_every_run_with_a_checkpoint(tmp_path: str, sig: int, bat
         if proc.poll() is None:
             proc.kill()
     assert len(pids) == 2 // batch and not alive, text
+    again = text.split("stopped; the same command continues every run: ", 1)[1].splitlines()[0]
+    assert shlex.split(again)[2:] == cmd[2:], again
     assert f", {2 // batch} at a time on cpu" in text, text  # (processes, not seeds)
     with open(os.path.join(out, "summary.md"), encoding="utf-8") as f:
         said = "1 process (2 seeds each, batched) on cpu" if batch == 2 else "2 processes on cpu"
