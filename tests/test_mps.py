@@ -242,6 +242,16 @@ def test_the_rate_past_the_random_steps(tmp_path: str) -> None:
     assert line.startswith("invocation 2, past the random steps: 2 of 3 runs, ")
     assert f"{(2000 / 30 + 1000 / 20) / 2:,.1f} env steps/s each (median; 50.0-66.7)" in line
     assert f"{3000 / (650 - 100):,.1f} together; MPS on; ran: sac update eager" in line
+    apart = {
+        **inv,
+        "runs": {
+            "base/seed_0": {"past_random": {**other, "first": 100.0, "last": 200.0}},
+            "base/seed_1": {"past_random": {**other, "first": 300.0, "last": 450.0}},
+            "base/seed_2": {},
+        },
+    }  # (one run after the other: the gap between them is not counted)
+    (line,) = speed_lines([apart])
+    assert f"{2000 / (100 + 150):,.1f} together;" in line
     (line,) = speed_lines([{**inv, "procs": 3}])  # (all at once: each rate over its window)
     assert f"{2000 / 30 + 1000 / 20:,.1f} together (summed); MPS on" in line
     assert "GPU memory per run: 900-900 MB" in line

@@ -115,11 +115,16 @@ def _by_variant(rates: dict[str, float]) -> str:
 def _together(inv: dict[str, Any], runs: list[dict[str, Any]], each: list[float]) -> str:
     """All the runs' rate: the sum of their rates where they all ran at once (no more runs
     than processes hold: their windows differ, as fresh and continued runs warm up
-    differently), else their steps over the time from the first counted interval to the last."""
+    differently), else their steps over the time at least one of them was in its counted
+    window (from its first counted interval to its last): runs one after another are not
+    charged for the starts, random steps and first fits between their windows."""
     if len(inv["runs"]) <= inv.get("procs", 0) * inv.get("batch", 1):
         return f"{sum(each):,.1f} together (summed)"
-    span = max(r["last"] for r in runs) - min(r["first"] for r in runs)
-    return f"{sum(r['steps'] for r in runs) / span:,.1f} together"
+    covered, end = 0.0, float("-inf")
+    for first, last in sorted((r["first"], r["last"]) for r in runs):
+        covered += max(last - max(first, end), 0.0)
+        end = max(end, last)
+    return f"{sum(r['steps'] for r in runs) / covered:,.1f} together"
 
 
 class GpuMemory:
