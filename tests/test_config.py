@@ -54,7 +54,10 @@ def test_defaults_are_valid() -> None:
         ({"model__select_by": "crps"}, "model.select_by='crps' is not allowed with model=flow"),
         ({"model__elites": 9}, "model.elites=9 is not allowed; it must be <= model.members=7"),
         ({"rollout__max_length": -1}, "rollout.max_length=-1"),
-        ({"rollout__min_length": 5, "rollout__max_length": 2}, "need min_epoch <= max_epoch"),
+        (
+            {"rollout__min_length": 5, "rollout__max_length": 2},
+            "rollout.max_length=2 is below rollout.min_length=5",
+        ),
         ({"mbpo__real_ratio": 1.5}, "mbpo.real_ratio=1.5"),
         ({"rewarder__mode": "bonus"}, "rewarder.mode='bonus' is not allowed; choose one of: none"),
         ({"model__flow__transform": "maf"}, "model.flow.transform='maf'"),
@@ -62,6 +65,14 @@ def test_defaults_are_valid() -> None:
         ({"max_minutes": 0.5}, None),
         ({"logger__wandb_mode": "ofline"}, "logger.wandb_mode='ofline' is not allowed; choose"),
         ({"logger__wandb_mode": "offline"}, None),
+        (
+            {"rollout__min_length": 5, "rollout__max_length": 1},
+            "rollout.max_length=1 is below rollout.min_length=5; the rollout length goes from",
+        ),
+        (
+            {"rollout__min_epoch": 200, "rollout__max_epoch": 150},
+            "e.g. rollout.min_epoch=150 rollout.max_epoch=150",
+        ),
     ],
 )
 def test_bad_values_name_value_and_choices(

@@ -146,11 +146,17 @@ def _check_mbpo(c: Config) -> None:
     if c.algorithm.name == "mbpo":  # the first model fit needs real data
         _at_least("algorithm.init_steps", c.algorithm.init_steps, 1, "> 0 with algorithm=mbpo")
     _at_least("rollout.min_epoch", r.min_epoch, 0, ">= 0")
-    if r.max_length < r.min_length or r.max_epoch < r.min_epoch:
-        raise ConfigError(
-            f"rollout schedule [{r.min_epoch}, {r.max_epoch}, {r.min_length}, {r.max_length}] is "
-            "not allowed; need min_epoch <= max_epoch and min_length <= max_length"
-        )
+    for what, low, high in (
+        ("length", r.min_length, r.max_length),
+        ("epoch", r.min_epoch, r.max_epoch),
+    ):
+        if high < low:  # (MBPO's schedule goes from min_length at min_epoch to max_length)
+            raise ConfigError(
+                f"rollout.max_{what}={high} is below rollout.min_{what}={low}; the rollout "
+                f"length goes from min_length at min_epoch to max_length at max_epoch, and "
+                f"env={c.env.name}'s MBPO settings set the schedule (docs/config.md, settings per "
+                f"env): set both, e.g. rollout.min_{what}={high} rollout.max_{what}={high}"
+            )
     _must("mbpo.real_ratio", m.real_ratio, 0 <= m.real_ratio <= 1, "in [0, 1]")
     _choice("rewarder.mode", w.mode, REWARDER_MODES)
     _choice("mbpo.real_data", m.real_data, REAL_DATA)
