@@ -95,6 +95,24 @@ def test_unknown_key_and_wrong_type_are_reported() -> None:
         validate(_cfg(total_steps="many"))
 
 
+@pytest.mark.parametrize(
+    ("path", "hint"),
+    [
+        ("rollout.max_lenght", "did you mean rollout.max_length?"),  # (a typo: its own node)
+        ("algorithm.real_ratio", "did you mean mbpo.real_ratio?"),  # (a key of another node)
+        ("agent.retain_epoch", "did you mean rollout.retain_epochs?"),  # (both)
+        ("model.lernrate", "allowed here: _target_,"),  # (nothing close: no guess)
+    ],
+)
+def test_an_unknown_key_names_the_closest_one_anywhere(path: str, hint: str) -> None:
+    from mbrl.runtime.validate import check_key, schema_for
+
+    with pytest.raises(ConfigError) as info:
+        check_key(path, schema_for(None))
+    assert hint in str(info.value)
+    assert ("did you mean" in str(info.value)) == hint.startswith("did you mean")
+
+
 def test_cuda_request_without_cuda_fails_early(monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
 

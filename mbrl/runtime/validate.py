@@ -276,10 +276,28 @@ def _refuse_key(path: str, root: DictConfig) -> NoReturn:
     known = sorted(map(str, node.keys()))
     close = difflib.get_close_matches(leaf, known, n=1)
     hint = f"did you mean {parent + '.' if parent else ''}{close[0]}? " if close else ""
+    if not close:  # (the right key under another node: algorithm.real_ratio for mbpo.real_ratio)
+        paths = _paths(root)
+        names = {p.rpartition(".")[2]: p for p in reversed(paths)}
+        found = [p for p in paths if p.rpartition(".")[2] == leaf] or [
+            names[n] for n in difflib.get_close_matches(leaf, list(names), n=1, cutoff=0.85)
+        ]
+        hint = f"did you mean {' or '.join(found[:2])}? " if found else ""
     raise ConfigError(
         f"unknown config key {path!r} (with or without hydra's '+'); {hint}"
         f"allowed here: {', '.join(known)}"
     )
+
+
+def _paths(node: DictConfig, prefix: str = "") -> list[str]:
+    """Every key of ``node`` and of the nodes under it, dotted (``mbpo.real_ratio``)."""
+    out = []
+    for key in map(str, node.keys()):
+        out.append(prefix + key)
+        child = node._get_node(key)
+        if isinstance(child, DictConfig):
+            out += _paths(child, f"{prefix}{key}.")
+    return out
 
 
 def to_yaml(c: Config) -> str:
