@@ -233,10 +233,9 @@ def summary_table(settings: list[Setting], metric: str) -> str:
     at = f"at step {upto:,.0f} (the last every run reached; AUC up to it)"
     what = "return" if metric == "eval/return_mean" else metric
     lines = [at, f"{'setting':<{width}}  seeds  {what} there (mean ± std)     AUC"]
-    for label, final, auc in rows:
-        lines.append(
-            f"{label:<{width}}  {final.n:>5}  {final.mean:>12.1f} ± {final.std:<10.1f}  {auc:>9.1f}"
-        )
+    for label, final, auc in rows:  # (one seed has no spread to state: no "± 0.0")
+        spread = f"± {final.std:<10.1f}" if final.n > 1 else f"{'':<12}"
+        lines.append(f"{label:<{width}}  {final.n:>5}  {final.mean:>12.1f} {spread}  {auc:>9.1f}")
     if earlier:
         lines.append(f"(their last {metric} before step {upto:,.0f}: {', '.join(earlier)})")
     if left_out:
