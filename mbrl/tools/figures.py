@@ -103,7 +103,7 @@ def draw_curves(
     interval: bool = False,
 ) -> None:
     """Per setting its mean over seeds and a band, ±std or (``interval``) the 95 % bootstrap
-    interval of the mean where 3 seeds or more reached the step (the legend says which, with
+    interval of the mean where 4 seeds or more reached the step (the legend says which, with
     n); ``smooth``: each seed's curve smoothed first (:func:`run_curve`); and a reference curve
     over the runs' range of steps; titled with the env and the steps the runs reached. Each
     setting has its own line style and marker, later ones drawn on top."""
