@@ -271,7 +271,8 @@ def main() -> int:
                 os.path.join(args.out, "invocations.json"), json.dumps(invocations, indent=1)
             )
         by_variant = [(v.label, [j.path for j in jobs if j.variant == v]) for v in every]
-        header = _header(args.overrides, len(plan["seeds"]), len(every), record["commit"])
+        ran = list(dict.fromkeys(i.get("commit", "?") for i in invocations))
+        header = _header(args.overrides, len(plan["seeds"]), len(every), record["commit"], ran)
         write_report(report_dir, load_settings(by_variant), invocations, reference, header)
 
     if args.report_only:
@@ -328,12 +329,19 @@ def _start(
     return f"{head}{per} to {steps:,} env steps, {procs} at a time on {on}{budget}"
 
 
-def _header(overrides: list[str], seeds: int, variants: int, at: str) -> str:
-    """The report's first lines: the campaign, the command and when it was written."""
+def _header(overrides: list[str], seeds: int, variants: int, at: str, ran: list[str]) -> str:
+    """The report's first lines: the campaign, the command, when it was written, and the
+    commits its runs ran at where they were several (a campaign continued across changes)."""
+    several = (
+        f"; its invocations ran at {len(ran)} commits, {', '.join(ran)} (invocations.json says "
+        "which ran what)"
+        if len(ran) > 1
+        else ""
+    )
     return (
         f"# {' '.join(overrides) or 'default config'}: {seeds} seeds x {variants} variants\n\n"
         f"`python scripts/seeds.py {shlex.join(sys.argv[1:])}`; "  # (as typed: quotes kept)
-        f"last written {time.strftime('%Y-%m-%d %H:%M')} at commit {at}"
+        f"last written {time.strftime('%Y-%m-%d %H:%M')} at commit {at}{several}"
     )
 
 

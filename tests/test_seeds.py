@@ -95,9 +95,17 @@ def test_report_matches_the_runs_and_a_rerun_continues(tmp_path: str) -> None:
         f.write(json.dumps({"step": 250, "time": time.time(), "learner/q_loss": 1.0}) + "\n")
     job = Job(Variant(("agent.init=torch",)), 1, path)
     assert (job.steps(), job.logged()) == (200, 250)
+    history = os.path.join(out, "invocations.json")  # (as if the first ran at another commit)
+    with open(history, encoding="utf-8") as f:
+        invocations = json.load(f)
+    invocations[0]["commit"] = "abc1234"
+    with open(history, "w", encoding="utf-8") as f:
+        json.dump(invocations, f)
     one = ["--seeds", "1", "--vary", "agent.init=torch"]
     again = seeds(out, *one, "--steps", "300")
     assert again.returncode == 0, again.stderr
+    with open(os.path.join(out, "summary.md"), encoding="utf-8") as f:
+        assert "; its invocations ran at 2 commits, abc1234, " in f.read()  # (said in its header)
     assert "agent.init-torch/seed_1 continues at step 200 -> 300" in again.stderr, again.stderr
     after = _evals(path)
     rows = read_metrics(os.path.join(path, "metrics.jsonl"))
