@@ -5,6 +5,7 @@ published curve is, beside that curve) and time-per-phase bars."""
 from __future__ import annotations
 
 import os
+import textwrap
 from typing import Any
 
 import numpy as np
@@ -156,11 +157,19 @@ def plot_phases(settings: list[Setting], out: str) -> list[str]:
     left = np.zeros(len(settings))
     for phase in phases:
         widths = np.array([p.get(phase, 0.0) for p in per])
-        ax.barh([s.label for s in settings], widths, left=left, label=phase)
+        ax.barh([_wrapped(s.label) for s in settings], widths, left=left, label=phase)
         left += widths
-    ax.set_xlabel("seconds per run\n(time/* summed over each run, mean over the setting's runs)")
+    ax.set_xlabel(
+        "seconds per run\n(time/* summed over each run, mean over the setting's runs; compile "
+        "is each run's own,\nlonger for a run that met a cold cache)"
+    )
     ax.legend(fontsize=8, ncol=5, loc="upper center", bbox_to_anchor=(0.5, -0.38))
     return _save(fig, out)
+
+
+def _wrapped(label: str, width: int = 28) -> str:
+    """A long setting label on several lines, broken at its spaces or commas."""
+    return "\n".join(textwrap.wrap(label.replace(",", ", "), width)).replace(", ", ",")
 
 
 def _figure(size: tuple[float, float]) -> tuple[Any, Any]:
@@ -197,6 +206,6 @@ def _save(fig: Any, out: str) -> list[str]:
     if ext.lower() not in ("", ".png", ".svg"):  # (another format asked for: that one too)
         paths.append(out)
     for p in paths:
-        fig.savefig(p, dpi=120)
+        fig.savefig(p, dpi=120, bbox_inches="tight")  # (a legend below the axes included)
     plt.close(fig)
     return paths
