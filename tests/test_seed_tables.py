@@ -107,6 +107,8 @@ def test_the_report_matches_the_runs(campaign: str, tmp_path: str) -> None:
         assert f"| {name}, model=flow | {row['flow']} | {sum(by['flow'])} | {anys['flow']} | " \
             f"{diff.mean():+.2f} ± {diff.std(ddof=1):.2f} | {p:.2g} |" in md  # fmt: skip
     assert "stand-still counts by seed over the same steps (6,000–8,000):" in md
+    high = pairs["overall"]["high"]  # (the verdict in words, from the interval)
+    assert high < 0 and "(n=5): the interval excludes 0 (below it)" in md
 
 
 def _stands(evaluation: tuple[float, float]) -> tuple[bool, bool]:
@@ -204,3 +206,6 @@ def test_a_paired_table_with_no_pair_yet_says_so() -> None:
     assert paired_text([first, early]).startswith("none yet: no seed has both runs evaluated")
     later = Setting("b", [run("b", s, {1000: 2.0, 3000: 20.0 + 2 * s}) for s in (0, 1)])
     assert "| 3,000 | " in paired_text([first, later])
+    assert "(n=2): too few seeds for an interval, so no difference can be established" in (
+        paired_text([first, later])
+    )

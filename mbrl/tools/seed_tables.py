@@ -251,6 +251,16 @@ def counts_table(labels: tuple[str, str], found: PairedCounts) -> str:
     return _markdown([*head, "difference per seed (mean ± std)", "sign-flip p"], rows)
 
 
+def _verdict(summary: Summary) -> str:
+    """What the overall difference's interval says, in words."""
+    if summary.interval is None:
+        return ": too few seeds for an interval, so no difference can be established"
+    low, high = summary.interval
+    if low <= 0 <= high:
+        return ": the interval holds 0, no difference established"
+    return f": the interval excludes 0 ({'above' if low > 0 else 'below'} it)"
+
+
 def paired_text(settings: list[Setting]) -> str:
     """The paired table (a column per variant after the first) and its overall lines."""
     pairs = paired(settings)
@@ -268,6 +278,7 @@ def paired_text(settings: list[Setting]) -> str:
             lines.append(
                 f"{label}, each seed's mean difference over the steps both its runs reached "
                 f"after the random steps ({first:,}–{last:,}): {summary.text(signed=True)}"
+                f"{_verdict(summary)}"
             )
     base = settings[0].label
     for label, counts in paired_counts(settings).items():
