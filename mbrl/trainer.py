@@ -157,7 +157,11 @@ class Trainer:
         }
         if "nonfinite_steps" in self._learner_metrics:  # (none before SAC's first update)
             counts["learner/nonfinite_steps"] = self._learner_metrics["nonfinite_steps"]
-        values = to_numbers(counts)
+        self._watch(to_numbers(counts))
+
+    def _watch(self, values: dict[str, float | int]) -> None:
+        """Skipped SAC updates and zeroed actions counted to here, warned of (on rank 0) when
+        they first appear."""
         for watch in (self.skips, self.zeroed):
             if (warning := watch.seen(self.env_steps, values)) and self.main:
                 logging.getLogger(__name__).warning(warning)
@@ -266,10 +270,7 @@ class Trainer:
         if self.device.type == "cuda":  # (what several runs on one GPU each hold at most)
             metrics["process/gpu_peak_mb"] = torch.cuda.max_memory_reserved(self.device) / 2**20
         metrics.update(self.algo.ran())  # what ran: compiled or eager, graphed or not, why
-        values = self.logger.log(self.env_steps, metrics)
-        for watch in (self.skips, self.zeroed):
-            if warning := watch.seen(self.env_steps, values):
-                logging.getLogger(__name__).warning(warning)
+        self._watch(self.logger.log(self.env_steps, metrics))
 
 
 def _evaluator(cfg: Config, device: torch.device) -> Evaluator:
