@@ -1,5 +1,5 @@
-"""The README's learning claims recomputed from the committed metrics bundles (docs/ab,
-docs/gpu): the Hopper stand-still counts of E2 and E3 by seed, with their paired p-values; the
+"""The learning claims of the README and docs/results.md recomputed from the committed
+metrics bundles (docs/ab, docs/gpu): the Hopper stand-still counts of E2 and E3 by seed, with their paired p-values; the
 GPU table's smoothed means, counts and paired difference; the CPU runs past 16 000 (with
 docs/hopper.md's reading of the two to 50 000); the pendulums' MBPO-against-SAC counts and
 means. A changed bundle or a changed sentence fails here."""
@@ -121,9 +121,9 @@ def test_the_readmes_stand_still_counts_are_the_bundles() -> None:
 
 
 def test_the_two_seeds_to_50000_are_the_bundle() -> None:
-    """Seeds 5 and 6, the two Hopper-v4 Gaussian runs to 50 000: the README's smoothed
+    """Seeds 5 and 6, the two Hopper-v4 Gaussian runs to 50 000: docs/results.md's smoothed
     figures there, docs/hopper.md's reading of each seed."""
-    readme, hopper = readme_text(), page_text("docs/hopper.md")
+    readme, hopper = page_text("docs/results.md"), page_text("docs/hopper.md")
     long = evaluations(LONG, "model-gaussian")
     assert sorted(long) == [5, 6, 7, 8] and min(max(long[s]) for s in (5, 6)) == 50000
     last5 = {s: np.mean([long[s][t][0] for t in range(46000, 50001, 1000)]) for s in (5, 6)}
@@ -197,7 +197,7 @@ def test_the_readmes_four_seed_hopper_claim_is_the_bundle() -> None:
         f"seeds {np.mean(there):.0f} ± {np.std(there, ddof=1):.0f} [{lo:.0f}, {hi:.0f}] (n=4) "
         f"at {_thousands(furthest)} against MBPO's {reference_text(mbpo, furthest)}"
     )
-    assert text in readme_text(), text
+    assert text in page_text("docs/results.md"), text
     outside: dict[int, float] = {}  # step -> how far outside, in the interval's widths
     for step in range(12000, furthest + 1, 1000):
         lo, hi = bootstrap_interval(smoothed(step))
@@ -213,7 +213,7 @@ def test_the_readmes_four_seed_hopper_claim_is_the_bundle() -> None:
             f"{np.std(values, ddof=1):.0f} [{lo:.0f}, {hi:.0f}] (n={len(values)}) against "
             f"{mean_at(worst):.0f})"
         )
-    assert text in readme_text(), text
+    assert text in page_text("docs/results.md"), text
 
 
 def _minus(text: str) -> str:
@@ -331,7 +331,7 @@ def test_the_readmes_walker_line_is_the_bundle() -> None:
     walker = os.path.join(ROOT, "docs", "ab", "walker_v4_cpu", "metrics.tar.gz")
     runs = evaluations(walker, "model-gaussian")
     ref = load_reference(os.path.join(ROOT, "docs", "reference", "mbpo_walker2d.csv"))
-    readme = readme_text()
+    readme = page_text("docs/results.md")  # (the README points there)
 
     def smoothed(seed: int, step: int) -> float:
         last = [t for t in sorted(runs[seed]) if 5000 < t <= step][-5:]
@@ -369,7 +369,7 @@ def test_the_readmes_walker_line_is_the_bundle() -> None:
     assert f"seed 1 at {inside[1]}," in results
     hopper = load_reference(REFERENCE)
     at = (reference_text(hopper, 40000), reference_text(hopper, 50000))
-    assert f"between 40 000 and 50 000 steps ({at[0]}, then {at[1]})" in readme
+    assert f"between 40 000 and 50 000 steps ({at[0]}, then {at[1]})" in readme_text()
 
 
 def test_hopper_md_e2_cut_is_the_bundle() -> None:
@@ -406,5 +406,7 @@ def test_the_readmes_cpu_flow_line_is_the_bundle() -> None:
     first, end = (_thousands(n) if n >= 10000 else str(n) for n in (last[0], last[-1]))
     span = f"from 6000 to {first}–{end}"
     text = _minus(summarize(diffs).text(signed=True))
-    assert f"{span}; [docs/hopper.md](docs/hopper.md)): flow − Gaussian {text}" in readme_text()
+    assert f"{span}; [docs/hopper.md](hopper.md)): flow − Gaussian {text}" in page_text(
+        "docs/results.md"
+    )
     assert f"**{text}**: no difference established" in page_text("docs/hopper.md")
