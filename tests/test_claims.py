@@ -1,8 +1,8 @@
 """The learning claims of the README and docs/results.md recomputed from the committed
-metrics bundles (docs/ab, docs/gpu): the Hopper stand-still counts of E2 and E3 by seed, with their paired p-values; the
-GPU table's smoothed means, counts and paired difference; the CPU runs past 16 000 (with
-docs/hopper.md's reading of the two to 50 000); the pendulums' MBPO-against-SAC counts and
-means. A changed bundle or a changed sentence fails here."""
+metrics bundles (docs/ab, docs/gpu): the Hopper stand-still counts of E2 and E3 by seed, with
+their paired p-values; the GPU table's smoothed means, counts and paired difference; the CPU
+runs past 16 000 (with docs/hopper.md's reading of the two to 50 000); the pendulums'
+MBPO-against-SAC counts and means. A changed bundle or a changed sentence fails here."""
 
 from __future__ import annotations
 
