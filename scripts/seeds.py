@@ -22,7 +22,6 @@ import os
 import re
 import shlex
 import signal
-import subprocess
 import sys
 import time
 from typing import Any
@@ -31,6 +30,7 @@ import _checkout  # noqa: F401  (this checkout's mbrl ahead of installed ones)
 
 from mbrl.envs.vector import CORES_ENV
 from mbrl.runtime.utils import write_atomic
+from mbrl.tools.campaign_eta import campaign
 from mbrl.tools.mps import MODES, Mps, wanted
 from mbrl.tools.mps import start as start_mps
 from mbrl.tools.published import reference_for
@@ -42,6 +42,7 @@ from mbrl.tools.seed_runs import (
     Variant,
     batches,
     check_budget,
+    commit,
     parse_seeds,
     stages,
 )
@@ -193,17 +194,6 @@ def manifest(
     return data
 
 
-def commit() -> str:
-    try:
-        out = subprocess.run(
-            ["git", "-C", ROOT, "describe", "--always", "--dirty", "--abbrev=7"],
-            capture_output=True, text=True, check=True,
-        )  # fmt: skip
-        return out.stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 def _checked(args: argparse.Namespace) -> tuple[Any, ...]:
     """The command's seeds, variants, budget, steps, device and manifest, every value checked
     before anything runs (ValueError: what is wrong, in one line)."""
@@ -282,6 +272,7 @@ def main() -> int:
     deadline = time.time() + budget if budget else float("inf")
     pool = Pool(args.overrides, procs, args.threads, deadline, args.grace,
                 os.path.join(args.out, "logs"), report, args.report_every)  # fmt: skip
+    pool.outlook = campaign(units, steps, procs, deadline)
     stop_on_signals()
     mps: Mps | None = None
     try:

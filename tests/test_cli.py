@@ -139,6 +139,10 @@ def test_train_then_resume_from_the_command_line(train_cmd: list[str], tmp_path:
     assert "FlowMBPO: MBPO + flow model (3 members, 2 elites), agent sac on pendulum" in err
     assert re.search(rf"run folder +{re.escape(run_dir)} \(process \d+\)\n", err)
     assert "tensorboard --logdir" in err and re.search("memory +real buffer", err)
+    loop = (
+        r"loop +a model fit and 100 rollouts \(length \d+[^)]*\) every 100 steps; 1 SAC update per"
+    )
+    assert re.search(loop + r" env step, \d+ % of each batch real\n", err), err  # (MBPO's keys)
     cores = os.cpu_count() or 1  # the threads it uses, and why (docs/benchmarks.md, Threads)
     why = f" of {cores} cores: safe beside other runs; alone, threads={cores} is faster"
     assert f"1 torch thread{why if cores > 1 else ''})" in err

@@ -116,6 +116,11 @@ def test_labels_name_only_what_differs(tmp_path: str, hydra: bool) -> None:
         ("model=flow", 2),
         ("model=gaussian", 2),
     ]
+    by = group(find_runs([str(tmp_path)]), by=["model", "total_steps"])  # (as seeds.py's labels)
+    assert sorted(s.label for s in by) == [
+        "model=flow total_steps=8000",
+        "model=gaussian total_steps=8000",
+    ]
 
 
 def test_the_band_averages_the_seeds_that_reached_each_step() -> None:

@@ -192,8 +192,13 @@ def test_a_budget_stops_every_run_with_a_checkpoint(tmp_path: str) -> None:
     out = os.path.join(tmp_path, "camp")
     start = time.time()
     args = ["--seeds", "0-2", "--steps", "200000", "--budget", "150s", "--procs", "2"]
-    res = seeds(out, *args, again=False)  # (timed, and one invocation)
+    res = seeds(out, *args, "--report-every", "30", again=False)  # (timed, one invocation)
     assert res.returncode == 0, res.stderr
+    # where the runs are, every 30 s, and the campaign's time left: past the budget's end
+    outlook = re.findall(
+        r"running: base/seed_0 at .* · every run at 200,000 in about (.*)", res.stderr
+    )
+    assert outlook and all("; the budget ends first, at " in line for line in outlook), res.stderr
     assert time.time() - start < 150 + 120  # the budget, and the grace at most
     for s in (0, 1):  # each run was given the budget less a minute to start and stop
         with open(os.path.join(out, "logs", f"base__seed_{s}.log"), encoding="utf-8") as f:
@@ -212,6 +217,8 @@ def test_a_budget_stops_every_run_with_a_checkpoint(tmp_path: str) -> None:
     assert shlex.split(again.split(": ", 1)[1].split("continues them: ", 1)[1])[2:] == [
         out,
         *args,
+        "--report-every",
+        "30",
         "--",
         *TINY,
     ]  # (python, seeds.py, then the arguments as given)

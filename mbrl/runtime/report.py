@@ -66,6 +66,23 @@ def _what(t: Run) -> str:
     return f"MBPO + {m.name} model ({m.members} members, {m.elites} elites), {agent}"
 
 
+def loop_line(cfg: Config) -> str:
+    """The algorithm's own settings in one line: MBPO's model phases, rollout schedule and
+    batch mix (every one a config key of docs/usage.md), or SAC's update ratio."""
+    g = cfg.algorithm.updates_per_step
+    sac = f"{g} SAC update{'s' if g != 1 else ''} per env step"
+    if cfg.algorithm.name == "sac":
+        return f"{sac}, on real data"
+    r, m = cfg.rollout, cfg.mbpo
+    lengths = f"length {r.min_length}"
+    if r.max_length != r.min_length:
+        lengths += f" -> {r.max_length} over epochs {r.min_epoch}-{r.max_epoch}"
+    line = f"a model fit and {r.batch_size:,} rollouts ({lengths}) every {m.model_train_freq} steps"
+    if cfg.rewarder.mode != "none":
+        line += f", rewarder {cfg.rewarder.mode}"
+    return f"{line}; {sac}, {m.real_ratio:.0%} of each batch real".replace("%", " %")
+
+
 def compile_line(t: Run) -> str:
     """Whether the run compiles, why, and how long compiling took (or why it failed)."""
     line = t.speed.why
@@ -89,6 +106,7 @@ def start_text(t: Run) -> str:
         "compile": compile_line(t),
         "steps": f"{t.env_steps} -> {cfg.total_steps} (random until {cfg.algorithm.init_steps}; "
         f"eval every {cfg.eval.every} steps, {episodes(cfg.eval.episodes)})",
+        "loop": loop_line(cfg),
         "memory": memory,
         "checkpoints": t.ckpt_sizes.text(),
     }

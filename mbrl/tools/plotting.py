@@ -168,8 +168,8 @@ def group(runs: list[Run], by: list[str] | None = None) -> list[Setting]:
     varying = by or _varying(runs)
     settings: dict[str, Setting] = {}
     for run in runs:
-        parts = [f"{k}={run.value(k)}" for k in varying]
-        label = ",".join(parts) or str(run.config.get("env.name", os.path.basename(run.path)))
+        parts = [f"{k}={run.value(k)}" for k in varying]  # (joined as seeds.py's variants)
+        label = " ".join(parts) or str(run.config.get("env.name", os.path.basename(run.path)))
         settings.setdefault(label, Setting(label)).runs.append(run)
     return list(settings.values())
 

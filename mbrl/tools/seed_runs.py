@@ -163,6 +163,8 @@ class Pool:
     every: float = 300.0  # ... and at least this often, in seconds, while runs go on
     say: Callable[[str], None] = lambda text: print(text, file=sys.stderr, flush=True)
     env: dict[str, str] = field(default_factory=dict)  # added to each run's environment (MPS)
+    # appended to each "running:" line, from each process's jobs and start (the time left)
+    outlook: Callable[[list[tuple[list[Job], float]]], str] = lambda running: ""
     active: dict[int, tuple[Job | Batch, subprocess.Popen[bytes], float]] = field(
         default_factory=dict
     )
@@ -182,8 +184,7 @@ class Pool:
                     self.stop("the budget is spent")
                 self._kill_overdue()
                 if time.time() - self._changed >= self.every:  # where each running run is
-                    now = [f"{job.name} at {job.logged():,}" for job, _, _ in self.active.values()]
-                    self.say(f"{time.strftime('%H:%M')} running: " + ("; ".join(now) or "none"))
+                    self.say(self._running())
                     self._report()
                 time.sleep(0.5)
         except KeyboardInterrupt:  # (also SIGTERM: scripts/seeds.py's stop_on_signals)
@@ -194,6 +195,13 @@ class Pool:
             names = ", ".join(j.name for j in queue)
             self.say(f"not started, the budget being spent or under {2 * START_AND_STOP:.0f} s "
                      f"from its end (a run's start, some work and its stop): {names}")  # fmt: skip
+
+    def _running(self) -> str:
+        """``17:45 running: a at 36,500; b at 36,250 · every run at ... in about ...``."""
+        now = [f"{job.name} at {job.logged():,}" for job, _, _ in self.active.values()]
+        units = [(members(job), started) for job, _, started in self.active.values()]
+        line = f"{time.strftime('%H:%M')} running: " + ("; ".join(now) or "none")
+        return line + self.outlook(units)
 
     def can_start(self) -> bool:
         """Whether a new process may start: not stopping, and enough budget left for it to
@@ -301,6 +309,19 @@ class Pool:
             for _, proc, _ in self.active.values():
                 _signal(proc, signal.SIGKILL, group=True)
             self._reap()
+
+
+def commit() -> str:
+    """This checkout's commit (``git describe``: ``3f2ccd1``, ``-dirty`` with changes), or
+    ``unknown`` outside git."""
+    try:
+        out = subprocess.run(
+            ["git", "-C", ROOT, "describe", "--always", "--dirty", "--abbrev=7"],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        return out.stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
 
 
 def members(job: Job | Batch) -> list[Job]:

@@ -1,0 +1,87 @@
+"""seeds.py's time left for a whole campaign (mbrl/tools/campaign_eta.py): the slots laid out
+by hand, and the forecast replayed on a recorded ten-run GPU campaign against the time its
+runs then took."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+
+import pytest
+from test_eta import GPU_BUNDLE, _recorded
+
+from mbrl.tools.campaign_eta import Outlook, finish, outlook_text, pace
+from mbrl.tools.seed_runs import Job, Variant
+
+RUNS = [f"model-{m}/seed_{s}" for m in ("flow", "gaussian") for s in range(5)]
+
+
+def test_queued_runs_take_the_first_slot_to_come_free() -> None:
+    # two slots busy for 10 s and 30 s; 20 s goes on the first (10 -> 30), 5 s on either
+    # 30 (-> 35), 40 s on the other 30 (-> 70)
+    assert finish([10.0, 30.0], [20.0, 5.0, 40.0], 2) == 70.0
+    assert finish([10.0], [20.0, 5.0], 2) == 20.0  # (20 from 0 on the free slot; 5 at 10 -> 15)
+    assert finish([10.0], [20.0, 5.0], 1) == 35.0  # (one slot: one after the other)
+    assert finish([10.0], [3.0, 5.0], 3) == 10.0  # (two free slots take both at once)
+    assert finish([], [], 4) == 0.0
+
+
+def test_the_forecast_holds_on_a_recorded_ten_run_gpu_campaign(tmp_path: str) -> None:
+    """H200, ten Hopper runs at once (5 flow to 8000, 5 Gaussian to 9000): at the first log
+    time every run's estimate was ready, and at each later one, the time the forecast gives
+    until the last run's last log is within 25 % of the time it then took (and a run's
+    forecast whole, as for one not started, within 25 % of what each took from its start)."""
+    data = [
+        _recorded(GPU_BUNDLE, run, os.path.join(tmp_path, str(i))) for i, run in enumerate(RUNS)
+    ]
+    timed = sorted({r["time"] for _, rows in data for r in rows if "time/wall" in r})
+    end = timed[-1]
+    checked = 0
+    for now in timed:
+        paces = [pace(cfg, [r for r in rows if r["time"] <= now]) for cfg, rows in data]
+        if not all(paces):
+            assert checked == 0  # (once ready, always ready)
+            continue
+        busy = [p.left(p.step) - (now - p.time) for p in paces if p]
+        took = end - now
+        forecast = finish(busy, [], len(RUNS))
+        assert forecast == pytest.approx(took, rel=0.25, abs=5.0), (now - timed[0], forecast)
+        checked += 1
+    assert checked >= 4
+    for (_, rows), p in zip(data, paces, strict=True):
+        timed_rows = [r for r in rows if "time/wall" in r]  # (from its start: its first row's wall)
+        whole = timed_rows[-1]["time"] - timed_rows[0]["time"] + timed_rows[0]["time/wall"]
+        assert p is not None and p.new_run() == pytest.approx(whole, rel=0.25)
+
+
+def test_a_run_not_started_is_forecast_at_its_variants_pace(tmp_path: str) -> None:
+    """A campaign folder of recorded runs: flow seeds 0-1 running (their metrics as logged to
+    the end), flow seed 2 waiting with no folder: it takes the mean of the others' new-run
+    forecasts, on the first slot free; a variant with no run that has an estimate gives no
+    forecast, and none is said."""
+    base = os.path.join(tmp_path, "camp", "runs", "model-flow")
+    jobs = []
+    for s in (0, 1):
+        _recorded(GPU_BUNDLE, f"model-flow/seed_{s}", str(tmp_path))
+        src = os.path.join(tmp_path, "runs", "model-flow", f"seed_{s}")
+        shutil.copytree(src, os.path.join(base, f"seed_{s}"))
+        jobs.append(Job(Variant(("model=flow",)), s, os.path.join(base, f"seed_{s}")))
+    waiting = Job(Variant(("model=flow",)), 2, os.path.join(base, "seed_2"))
+    outlook = Outlook(steps=8000, procs=2)
+    paces = [outlook.paces(j.path) for j in jobs]
+    assert all(p is not None and p.step == 8000 for p in paces)
+    now = max(p.time for p in paces if p)
+    running = [([j], now - 300.0) for j in jobs]
+    seconds = outlook.seconds(running, [[waiting]])
+    fresh = sum(p.new_run() for p in paces if p) / 2
+    assert seconds is not None and seconds == pytest.approx(fresh, abs=5.0)  # (both at their end)
+    # started 10 s ago from step 0, no estimate of its own yet: the same, less the 10 s
+    just = Outlook(8000, 2, jobs).seconds([([waiting], time.time() - 10.0)], [])
+    assert just is not None and just == pytest.approx(fresh - 10.0, abs=1.0)
+    other = Job(Variant(("model=gaussian",)), 2, os.path.join(tmp_path, "camp", "runs", "x", "s"))
+    assert outlook.seconds(running, [[other]]) is None
+    assert outlook_text(None, 8000, float("inf")) == ""
+    said = outlook_text(3900.0, 50000, deadline=0.0)
+    assert said.startswith(" · every run at 50,000 in about 1 h 05 min (")
+    assert "; the budget ends first, at " in said
