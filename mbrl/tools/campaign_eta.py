@@ -15,7 +15,7 @@ import os
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -103,12 +103,11 @@ class Outlook:
 
     steps: int  # the env steps every run goes to
     procs: int
-    jobs: Sequence[Any] = ()  # the campaign's runs (Job): those done lend their pace too
-    _configs: dict[str, Config | None] | None = None
+    jobs: Sequence[Job] = ()  # the campaign's runs: those done lend their pace too
+    _configs: dict[str, Config | None] = field(default_factory=dict)
 
     def paces(self, path: str) -> Pace | None:
-        if self._configs is None:
-            self._configs = {}
+        """The run's pace now (its config read once it has one), or None."""
         if path not in self._configs:
             try:
                 self._configs[path] = run_config(path, self.steps)
@@ -122,7 +121,7 @@ class Outlook:
         return pace(cfg, read_metrics(metrics))
 
     def seconds(
-        self, running: Sequence[tuple[Sequence[Any], float]], waiting: Sequence[Sequence[Any]]
+        self, running: Sequence[tuple[Sequence[Job], float]], waiting: Sequence[Sequence[Job]]
     ) -> float | None:
         """Seconds until every run is at :attr:`steps`, or None while a run (or, for a run
         not started yet, every run of its variant) has no estimate. ``running``: each
@@ -136,7 +135,7 @@ class Outlook:
         ]
         known = {j.path: self.paces(j.path) for j in jobs}
         for unit, started in running:
-            left = [self._running_left(j, known, started, now) for j in unit]
+            left = [_running_left(j, known, started, now) for j in unit]
             if None in left:
                 return None
             busy.append(max(x for x in left if x is not None))
@@ -147,26 +146,28 @@ class Outlook:
             queued.append(max(x for x in left if x is not None))
         return finish(busy, queued, self.procs)
 
-    def _waiting_left(self, job: Any, known: dict[str, Pace | None]) -> float | None:
+    def _waiting_left(self, job: Job, known: dict[str, Pace | None]) -> float | None:
+        """A run to come: from its checkpoint at its own pace where it ran before, else a
+        whole run at its variant's."""
         own, steps = known[job.path], job.steps()
-        if own is not None and steps:  # (it ran before: its own pace, from its checkpoint)
+        if own is not None and steps:
             return own.left(steps) + own.warmup + START
         return _new_run(job.path, known)
 
-    def _running_left(
-        self, job: Any, known: dict[str, Pace | None], started: float, now: float
-    ) -> float | None:
-        """A running process's run: from its last log row, less the time since; before the
-        process has logged, from the step it resumed at, its start still to come; a new run
-        before its own estimate is ready, as one of its variant's, less the time since its
-        start."""
-        p = known[job.path]
-        if p is None:
-            fresh = None if job.before else _new_run(job.path, known)  # (before: its start step)
-            return None if fresh is None else max(fresh - (now - started), 0.0)
-        if p.time >= started:
-            return max(p.left(p.step) - (now - p.time), 0.0)
-        return max(p.left(p.step) + p.warmup + START - (now - started), 0.0)
+
+def _running_left(
+    job: Job, known: dict[str, Pace | None], started: float, now: float
+) -> float | None:
+    """A running process's run: from its last log row, less the time since; before the
+    process has logged, from the step it resumed at, its start still to come; a new run
+    before its own estimate is ready, as one of its variant's, less the time since its start."""
+    p = known[job.path]
+    if p is None:
+        fresh = None if job.before else _new_run(job.path, known)  # (before: its start step)
+        return None if fresh is None else max(fresh - (now - started), 0.0)
+    if p.time >= started:
+        return max(p.left(p.step) - (now - p.time), 0.0)
+    return max(p.left(p.step) + p.warmup + START - (now - started), 0.0)
 
 
 def _new_run(path: str, known: dict[str, Pace | None]) -> float | None:
