@@ -69,6 +69,20 @@ def test_sample_gives_each_row_a_random_elite_without_syncs(host_reads: list[str
     assert not torch.equal(other, next_obs)  # the assignment is random per call
 
 
+def test_elite_draws_give_every_elite_on_every_row_without_syncs(host_reads: list[str]) -> None:
+    """docs/model.md's disagreement: elite k's draws are member elites[k]'s (ds = r = m), all
+    rows; their spread across the elites is the members' spread, computed here."""
+    model = _member_marking_model([1, 3, 4])
+    obs, act = torch.zeros(7, 2), torch.zeros(7, 1)
+    draws = model.elite_draws(obs, act, torch.Generator().manual_seed(0))
+    assert host_reads == [] and draws.shape == (3, 7, 3)
+    expected = torch.tensor([1.0, 3.0, 4.0])[:, None, None].expand(3, 7, 3)
+    torch.testing.assert_close(draws, expected, atol=1e-3, rtol=0)
+    spread = torch.tensor([1.0, 3.0, 4.0]).std()  # (the same in each of the 3 targets)
+    u = draws.std(dim=0).norm(dim=-1)
+    torch.testing.assert_close(u, torch.full((7,), float(spread) * 3**0.5), atol=1e-3, rtol=0)
+
+
 def _linear_data(n: int, seed: int = 0) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     g = torch.Generator().manual_seed(seed)
     obs, act = torch.randn(n, 2, generator=g), torch.rand(n, 1, generator=g) * 2 - 1

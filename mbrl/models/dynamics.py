@@ -66,6 +66,20 @@ class DynamicsModel(nn.Module):
         return out
 
     @torch.no_grad()
+    def elite_draws(
+        self, obs: Tensor, act: Tensor, generator: torch.Generator | None = None
+    ) -> Tensor:
+        """Every elite's next-step targets [s' - s, r] for every row, in raw units:
+        [n_elites, B, obs_dim + 1] (a draw each for a stochastic model). Their spread across
+        the elites is the ensemble's disagreement (a MOPO-style penalty: docs/model.md);
+        it costs n_elites times :meth:`sample`'s model work."""
+        n = int(self.elites.shape[0])
+        x = self.in_norm(torch.cat([obs, act], dim=-1))
+        return self.out_norm.inverse(
+            self.ensemble.sample(x.expand(n, *x.shape), self.elites, generator)
+        )
+
+    @torch.no_grad()
     def sample(
         self, obs: Tensor, act: Tensor, generator: torch.Generator | None = None
     ) -> tuple[Tensor, Tensor]:
