@@ -81,7 +81,9 @@ def test_a_run_not_started_is_forecast_at_its_variants_pace(tmp_path: str) -> No
     assert just is not None and just == pytest.approx(fresh - 10.0, abs=1.0)
     other = Job(Variant(("model=gaussian",)), 2, os.path.join(tmp_path, "camp", "runs", "x", "s"))
     assert outlook.seconds(running, [[other]]) is None
-    assert outlook_text(None, 8000, float("inf")) == ""
+    assert outlook_text(None, 8000, float("inf")) == (
+        " · time left not known yet (each run's comes a few log steps in)"
+    )
     said = outlook_text(3900.0, 50000, deadline=0.0)
     assert said.startswith(" · every run at 50,000 in about 1 h 05 min (")
     assert "; the budget ends first, at " in said

@@ -183,9 +183,9 @@ def _variant(path: str) -> str:
 
 def outlook_text(seconds: float | None, steps: int, deadline: float) -> str:
     """`` · every run at 50,000 in about 2 h 05 min (19:50)``, with the budget's end where
-    it comes first; empty while there is no estimate."""
-    if seconds is None:
-        return ""
+    it comes first; while there is none, that it is not known yet."""
+    if seconds is None:  # (a run's estimate waits for log steps: every phase timed, 2 fits)
+        return " · time left not known yet (each run's comes a few log steps in)"
     end = time.time() + seconds
     text = f" · every run at {steps:,} in about {duration(seconds)} ({_clock(end)})"
     if deadline < end:
