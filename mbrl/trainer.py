@@ -27,7 +27,7 @@ from mbrl.runtime.logger import Logger, SilentLogger, WandbSink, set_aside_logs,
 from mbrl.runtime.progress import Progress, episodes
 from mbrl.runtime.speed import resolve_speed
 from mbrl.runtime.timer import PhaseTimer
-from mbrl.runtime.utils import configure_cpu, resolve_device, rss_mb
+from mbrl.runtime.utils import configure_cpu, resolve_device, rss_mb, write_atomic
 from mbrl.runtime.validate import to_yaml
 from mbrl.schedule import crossed
 from mbrl.seeding import seed_everything
@@ -92,8 +92,8 @@ class Trainer:
         runlock.acquire(run_dir)  # one process per run folder
         if self.resumed_at is None and (moved := set_aside_logs(run_dir)):
             print(moved, file=sys.stderr)  # (a run that saved no checkpoint: kept, not mixed)
-        with open(os.path.join(run_dir, "config.yaml"), "w", encoding="utf-8") as f:
-            f.write(to_yaml(self.config))
+        # (atomic: seeds.py reads a running run's config for its time-left line)
+        write_atomic(os.path.join(run_dir, "config.yaml"), to_yaml(self.config))
         lc = self.cfg.logger
         sink = WandbSink(run_dir, lc, asdict(self.cfg)) if lc.wandb else None
         self.logger = Logger(run_dir, lc.tensorboard, wandb=sink)

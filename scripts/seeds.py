@@ -272,7 +272,7 @@ def main() -> int:
     deadline = time.time() + budget if budget else float("inf")
     pool = Pool(args.overrides, procs, args.threads, deadline, args.grace,
                 os.path.join(args.out, "logs"), report, args.report_every)  # fmt: skip
-    pool.outlook = campaign(units, steps, procs, deadline)
+    pool.outlook = campaign(units, steps, procs, deadline, jobs)
     stop_on_signals()
     mps: Mps | None = None
     try:

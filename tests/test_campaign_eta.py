@@ -11,8 +11,8 @@ import time
 import pytest
 from test_eta import GPU_BUNDLE, _recorded
 
-from mbrl.tools.campaign_eta import Outlook, finish, outlook_text, pace
-from mbrl.tools.seed_runs import Job, Variant
+from mbrl.tools.campaign_eta import START, Outlook, finish, outlook_text, pace
+from mbrl.tools.seed_runs import Job, Pool, Variant
 
 RUNS = [f"model-{m}/seed_{s}" for m in ("flow", "gaussian") for s in range(5)]
 
@@ -30,8 +30,10 @@ def test_queued_runs_take_the_first_slot_to_come_free() -> None:
 def test_the_forecast_holds_on_a_recorded_ten_run_gpu_campaign(tmp_path: str) -> None:
     """H200, ten Hopper runs at once (5 flow to 8000, 5 Gaussian to 9000): at the first log
     time every run's estimate was ready, and at each later one, the time the forecast gives
-    until the last run's last log is within 25 % of the time it then took (and a run's
-    forecast whole, as for one not started, within 25 % of what each took from its start)."""
+    until the last run's last log is within 25 % of the time it then took while 15 s or more
+    were left (+11 % to +21 % measured: docs/usage.md), within 2.5 s after that; and a run's
+    forecast whole, as for one not started, within 10 % of what each took from its clock's
+    start (0.99-1.06)."""
     data = [
         _recorded(GPU_BUNDLE, run, os.path.join(tmp_path, str(i))) for i, run in enumerate(RUNS)
     ]
@@ -46,13 +48,14 @@ def test_the_forecast_holds_on_a_recorded_ten_run_gpu_campaign(tmp_path: str) ->
         busy = [p.left(p.step) - (now - p.time) for p in paces if p]
         took = end - now
         forecast = finish(busy, [], len(RUNS))
-        assert forecast == pytest.approx(took, rel=0.25, abs=5.0), (now - timed[0], forecast)
+        close = abs(forecast / took - 1) <= 0.25 if took >= 15 else abs(forecast - took) <= 2.5
+        assert close, (now - timed[0], forecast, took)
         checked += 1
-    assert checked >= 4
+    assert checked >= 15
     for (_, rows), p in zip(data, paces, strict=True):
         timed_rows = [r for r in rows if "time/wall" in r]  # (from its start: its first row's wall)
         whole = timed_rows[-1]["time"] - timed_rows[0]["time"] + timed_rows[0]["time/wall"]
-        assert p is not None and p.new_run() == pytest.approx(whole, rel=0.25)
+        assert p is not None and p.new_run() == pytest.approx(whole, rel=0.1)
 
 
 def test_a_run_not_started_is_forecast_at_its_variants_pace(tmp_path: str) -> None:
@@ -82,8 +85,71 @@ def test_a_run_not_started_is_forecast_at_its_variants_pace(tmp_path: str) -> No
     other = Job(Variant(("model=gaussian",)), 2, os.path.join(tmp_path, "camp", "runs", "x", "s"))
     assert outlook.seconds(running, [[other]]) is None
     assert outlook_text(None, 8000, float("inf")) == (
-        " · time left not known yet (each run's comes a few log steps in)"
+        " · time left not known yet (each variant needs a run a few log steps in)"
     )
     said = outlook_text(3900.0, 50000, deadline=0.0)
     assert said.startswith(" · every run at 50,000 in about 1 h 05 min (")
     assert "; the budget ends first, at " in said
+
+
+def test_a_resumed_process_counts_from_its_checkpoint_and_a_batch_from_its_slowest(
+    tmp_path: str,
+) -> None:
+    """A process resumed at 6000 that has not logged yet: its run counts from 6000 (its
+    metrics, from a process killed past its checkpoint, run on to 8000), its start still to
+    come, less the time since it started. Two runs as one process (batched seeds): the
+    longer of the two."""
+    base = os.path.join(tmp_path, "camp", "runs", "model-flow")
+    jobs = []
+    for s in (0, 1):
+        _recorded(GPU_BUNDLE, f"model-flow/seed_{s}", str(tmp_path))
+        shutil.copytree(
+            os.path.join(tmp_path, "runs", "model-flow", f"seed_{s}"), f"{base}/seed_{s}"
+        )
+        jobs.append(Job(Variant(("model=flow",)), s, f"{base}/seed_{s}"))
+    outlook = Outlook(steps=8000, procs=2)
+    p = outlook.paces(jobs[0].path)
+    assert p is not None and p.step == 8000
+    jobs[0].before = 6000
+    started = time.time() - 5.0  # (5 s ago, long after its last log row: a new process)
+    seconds = outlook.seconds([([jobs[0]], started)], [])
+    expected = p.left(6000) + p.warmup + START - 5.0
+    assert seconds is not None and seconds == pytest.approx(expected, abs=1.0)
+    assert p.left(6000) > 60.0 and p.left(p.step) == 0.0  # (the step it counts from matters)
+    # the two as one process, resumed at 6000 5 s ago
+    for job in jobs:
+        job.before = 6000
+    q = outlook.paces(jobs[1].path)
+    assert q is not None
+    started = time.time() - 5.0
+    both = outlook.seconds([(jobs, started)], [])
+    longer = max(x.left(6000) + x.warmup + START for x in (p, q)) - 5.0
+    assert both is not None and both == pytest.approx(longer, abs=1.0)
+
+
+def test_a_forecast_that_fails_is_said_and_the_runs_go_on(tmp_path: str) -> None:
+    """An error in the forecast (a run's file caught half-written, say) never reaches the
+    loop that runs the processes: the running line says it instead."""
+
+    def broken(running: list[tuple[list[Job], float]]) -> str:
+        raise ValueError("half a config.yaml")
+
+    pool = Pool([], 1, 1, float("inf"), 1.0, str(tmp_path), outlook=broken)
+    line = pool._running()
+    assert line.endswith("running: none · time left not computed (ValueError: half a config.yaml)")
+
+
+def test_a_config_not_written_yet_is_read_again_later(tmp_path: str) -> None:
+    """A run folder whose config.yaml is empty (its process just started) has no pace, and
+    is not remembered so: once the file is whole, the run has one."""
+    _recorded(GPU_BUNDLE, "model-flow/seed_0", str(tmp_path))
+    run = os.path.join(tmp_path, "runs", "model-flow", "seed_0")
+    with open(os.path.join(run, "config.yaml"), encoding="utf-8") as f:
+        whole = f.read()
+    with open(os.path.join(run, "config.yaml"), "w", encoding="utf-8") as f:
+        f.write("")
+    outlook = Outlook(steps=8000, procs=1)
+    assert outlook.paces(run) is None
+    with open(os.path.join(run, "config.yaml"), "w", encoding="utf-8") as f:
+        f.write(whole)
+    assert outlook.paces(run) is not None

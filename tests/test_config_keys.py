@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
@@ -17,7 +18,7 @@ from mbrl.launch import register_resolvers
 from mbrl.tools.plotting import flat
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MBPO, ENV, OFF, WITH, DIFFERS, RUN = "mbpo", "env", "off", "with", "differs", "run"
+MBPO, ENV, OFF, WITH, DIFFERS, RUN, MODEL = "mbpo", "env", "off", "with", "differs", "run", "model"
 ANY = object()  # (no default to check: the key acts only through another, or not on learning)
 
 # key: (kind, value). MBPO: MBPO's shared setting (softlearning's SAC via MBPO's
@@ -30,7 +31,7 @@ ANY = object()  # (no default to check: the key acts only through another, or no
 KEYS: dict[str, tuple[str, object]] = {
     "env.name": (RUN, ANY),  # (the env chosen)
     "env.version": (DIFFERS, ANY),  # gymnasium's v5 (v4: env.version=v4); MBPO's gym v2
-    "env.max_episode_steps": (OFF, None),  # the env's own limit: 1000, MBPO's max_path_length
+    "env.max_episode_steps": (MBPO, None),  # None: the env's own 1000, MBPO's max_path_length
     "env.num_envs": (OFF, 1),  # MBPO steps one env (docs/fidelity.md, "Scaling out")
     "env.vector": (RUN, ANY),  # how several copies step (with env.num_envs > 1)
     "algorithm.name": (MBPO, "mbpo"),
@@ -69,7 +70,7 @@ KEYS: dict[str, tuple[str, object]] = {
     "logger.wandb_mode": (RUN, ANY),
     "checkpoint.snapshots": (RUN, ANY),
     "checkpoint.buffer_in_snapshots": (RUN, ANY),
-    "checkpoint.pool": (RUN, ANY),  # (false: a resume refills the pool; not bit for bit)
+    "checkpoint.pool": (OFF, True),  # (false: a resume refills the pool: not the same run)
     "model._target_": (MBPO, "mbrl.models.gaussian.GaussianEnsemble"),
     "model.name": (MBPO, "gaussian"),
     "model.members": (MBPO, 7),
@@ -121,19 +122,43 @@ KEYS: dict[str, tuple[str, object]] = {
     "compile": (RUN, ANY),  # the same losses, fused (docs/fidelity.md, "Precision")
     "tf32": (DIFFERS, ANY),
     "threads": (RUN, ANY),
-    "flush_denormal": (RUN, ANY),  # (values below ~1e-38 read as 0 on a CPU)
+    "flush_denormal": (RUN, ANY),  # (values below ~1e-38 as 0 on a CPU: speed, not learning)
     "resume": (RUN, ANY),
     "max_minutes": (RUN, ANY),
     "batch_seeds": (OFF, 1),  # one seed per process (more: each its own run, batched)
     "batch_dirs": (WITH, ANY),  # batch_seeds
     "plugins": (RUN, ANY),
 }
-ENV_CHECKED = {  # the keys test_env_settings_are_mbpos compares with MBPO's, per env
-    "algorithm.init_steps", "algorithm.updates_per_step", "agent.target_entropy",
-    "model.max_epochs", "model.hidden", "rollout.min_epoch", "rollout.max_epoch",
-    "rollout.min_length", "rollout.max_length", "rollout.batch_size", "rollout.retain_epochs",
-    "mbpo.model_train_freq", "mbpo.real_ratio", "mbpo.epoch_length", "total_steps",
-}  # fmt: skip
+# The model's own keys, where it is not MBPO's Gaussian (docs/fidelity.md has a section on
+# each): MODEL, a choice of that model, named in its section; the rest of KEYS holds for it.
+GAUSSIAN_ONLY = ("model._target_", "model.name", "model.hidden", "model.l2")
+FLOW = ("transform", "layers", "hidden", "bins", "tail_bound", "embed_hidden", "embed_dim")
+MODELS: dict[str, dict[str, tuple[str, object]]] = {
+    "gaussian": {},
+    "flow": {
+        "model._target_": (MODEL, ANY),
+        "model.name": (MODEL, ANY),
+        "model.weight_decay": (DIFFERS, ANY),
+        "model.select_by": (DIFFERS, ANY),
+        "model.normalize_targets": (DIFFERS, ANY),
+        **{f"model.flow.{k}": (MODEL, ANY) for k in FLOW},
+    },
+    "deterministic": {
+        "model._target_": (MODEL, ANY),
+        "model.name": (MODEL, ANY),
+        "model.weight_decay": (DIFFERS, ANY),
+        "model.normalize_targets": (MODEL, ANY),
+        "model.hidden": (MODEL, ANY),
+    },
+}
+
+
+def table(model: str) -> dict[str, tuple[str, object]]:
+    """:data:`KEYS` for ``model=<model>``."""
+    base = (
+        KEYS if model == "gaussian" else {k: v for k, v in KEYS.items() if k not in GAUSSIAN_ONLY}
+    )
+    return {**base, **MODELS[model]}
 
 
 def _keys(*overrides: str) -> dict[str, object]:
@@ -143,33 +168,59 @@ def _keys(*overrides: str) -> dict[str, object]:
         return flat(OmegaConf.to_container(compose("config", overrides=list(overrides))))
 
 
-def problems(keys: dict[str, object]) -> list[str]:
-    """What :data:`KEYS` does not account for in ``keys`` (a composed config's), one line each."""
+def problems(keys: dict[str, object], model: str = "gaussian") -> list[str]:
+    """What :func:`table` does not account for in ``keys`` (a composed config's), a line each."""
+    known = table(model)
     out = [
         f"{key}: accounted for nowhere. Put it in KEYS (tests/test_config_keys.py): MBPO's "
         "value, FlowMBPO's own with the default that leaves MBPO's algorithm as it is, or a "
         "difference docs/fidelity.md states"
-        for key in sorted(set(keys) - set(KEYS))
+        for key in sorted(set(keys) - set(known))
     ]
-    out += [f"{key}: in KEYS, not in the config" for key in sorted(set(KEYS) - set(keys))]
+    out += [f"{key}: in KEYS, not in the config" for key in sorted(set(known) - set(keys))]
     with open(os.path.join(ROOT, "docs", "fidelity.md"), encoding="utf-8") as f:
         fidelity = f.read()
-    for key, (kind, value) in KEYS.items():
+    for key, (kind, value) in known.items():
         if key in keys and kind in (MBPO, OFF) and keys[key] != value:
-            why = (
-                f"MBPO's is {value!r}" if kind == MBPO else f"MBPO's loop is as MBPO's at {value!r}"
-            )
+            why = f"MBPO's is {value!r}" if kind == MBPO else f"MBPO's loop is MBPO's at {value!r}"
             out.append(f"{key} defaults to {keys[key]!r}; {why}: a default that changes MBPO's "
                        "algorithm is a difference docs/fidelity.md states")  # fmt: skip
-        if kind == ENV and key not in ENV_CHECKED:
-            out.append(f"{key}: per env, but test_env_settings_are_mbpos leaves it out")
         if kind == DIFFERS and f"`{key}" not in fidelity:
             out.append(f"{key}: a difference docs/fidelity.md does not name")
+        if kind == MODEL and f"(`model={model}`" not in fidelity:
+            out.append(f"{key}: model={model}'s own, and docs/fidelity.md has no section on it")
     return out
 
 
-def test_every_config_key_is_mbpos_or_said_to_be_ours() -> None:
-    assert problems(_keys("env=hopper", "model=gaussian")) == []
+@pytest.mark.parametrize("model", sorted(MODELS))
+def test_every_config_key_is_mbpos_or_said_to_be_ours(model: str) -> None:
+    assert problems(_keys("env=hopper", f"model={model}"), model) == []
+
+
+def test_every_per_env_key_is_one_the_env_test_compares_with_mbpos() -> None:
+    """Each ENV key, changed, changes what test_env_settings_are_mbpos compares with MBPO's
+    per-env values (so none of them goes unchecked)."""
+    from test_fidelity import _ours, composed
+
+    base = _ours(composed("env=hopper", "model=gaussian"))
+    keys = _keys("env=hopper", "model=gaussian")
+    for key in (k for k, (kind, _) in KEYS.items() if kind == ENV):
+        changed = _ours(composed("env=hopper", "model=gaussian", f"{key}={_other(keys[key])}"))
+        assert changed != base, f"{key}: per env, but test_env_settings_are_mbpos leaves it out"
+
+
+def _other(value: object) -> str:
+    """Another valid value than ``value``, as a hydra override writes it."""
+    if value is None:
+        return "10"
+    if isinstance(value, bool):
+        return str(not value).lower()
+    if isinstance(value, int):
+        return str(value + 1)
+    if isinstance(value, float):
+        return str(value / 2)
+    assert isinstance(value, list)
+    return "[" + ",".join(str(v // 2) for v in value) + "]"
 
 
 def test_a_new_or_changed_key_is_caught() -> None:
@@ -180,3 +231,5 @@ def test_a_new_or_changed_key_is_caught() -> None:
     assert len(found) == 2, found
     assert found[0].startswith("rollout.penalty: accounted for nowhere")
     assert found[1].startswith("model.lr defaults to 0.0003; MBPO's is 0.001")
+    flow = problems(_keys("env=hopper", "+model.flow.noise=0.1"), "flow")  # (a flow-only key)
+    assert len(flow) == 1 and flow[0].startswith("model.flow.noise: accounted for nowhere"), flow

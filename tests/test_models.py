@@ -83,6 +83,18 @@ def test_elite_draws_give_every_elite_on_every_row_without_syncs(host_reads: lis
     torch.testing.assert_close(u, torch.full((7,), float(spread) * 3**0.5), atol=1e-3, rtol=0)
 
 
+def test_elite_draws_averaged_leave_the_members_disagreement() -> None:
+    """A freshly built flow's members are one map (the identity), so its elites disagree in
+    nothing but their draws' noise: averaging 256 draws per elite divides the spread by
+    about 16 (sqrt 256); one draw per elite shows the noise alone."""
+    model = DynamicsModel(2, 1, _cfg("flow", members=4, elites=3))
+    obs, act = torch.randn(500, 2), torch.rand(500, 1)
+    one = model.elite_draws(obs, act, torch.Generator().manual_seed(0)).std(dim=0).mean()
+    many = model.elite_draws(obs, act, torch.Generator().manual_seed(0), draws=256)
+    assert many.shape == (3, 500, 3)
+    assert 0.03 < float(many.std(dim=0).mean() / one) < 0.1  # (1/16 = 0.0625)
+
+
 def _linear_data(n: int, seed: int = 0) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     g = torch.Generator().manual_seed(seed)
     obs, act = torch.randn(n, 2, generator=g), torch.rand(n, 1, generator=g) * 2 - 1

@@ -67,17 +67,16 @@ class DynamicsModel(nn.Module):
 
     @torch.no_grad()
     def elite_draws(
-        self, obs: Tensor, act: Tensor, generator: torch.Generator | None = None
+        self, obs: Tensor, act: Tensor, generator: torch.Generator | None = None, draws: int = 1
     ) -> Tensor:
-        """Every elite's next-step targets [s' - s, r] for every row, in raw units:
-        [n_elites, B, obs_dim + 1] (a draw each for a stochastic model). Their spread across
-        the elites is the ensemble's disagreement (a MOPO-style penalty: docs/model.md);
-        it costs n_elites times :meth:`sample`'s model work."""
-        n = int(self.elites.shape[0])
-        x = self.in_norm(torch.cat([obs, act], dim=-1))
-        return self.out_norm.inverse(
-            self.ensemble.sample(x.expand(n, *x.shape), self.elites, generator)
-        )
+        """Every elite's next-step targets [s' - s, r] for every row, in raw units, the mean
+        of ``draws`` draws each: [n_elites, B, obs_dim + 1]. Their spread across the elites
+        is each member's own noise (over ``draws``) plus the members' disagreement: docs/model.md
+        (a MOPO-style penalty). It costs n_elites x ``draws`` times :meth:`sample`'s model work."""
+        n, b = int(self.elites.shape[0]), obs.shape[0]
+        x = self.in_norm(torch.cat([obs, act], dim=-1)).repeat(draws, 1)  # [draws * B, C]
+        y = self.ensemble.sample(x.expand(n, *x.shape), self.elites, generator)
+        return self.out_norm.inverse(y.view(n, draws, b, -1).mean(dim=1))
 
     @torch.no_grad()
     def sample(

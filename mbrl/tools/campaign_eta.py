@@ -3,9 +3,10 @@ replayed from its metrics (:mod:`mbrl.tools.eta_replay`, the estimate its progre
 shows), a run not started yet at the pace of the runs of its variant that have one, and the
 runs laid out ``--procs`` at a time in the order they start (:func:`finish`).
 
-What it leaves out: runs that fail, a GPU shared differently as runs end (each run's rates
-are those it had with the others beside it), and a stop between ``--stage`` targets (each
-run is counted to the last one). docs/usage.md ("Many seeds") gives how it held.
+What it leaves out: runs that fail, a machine (GPU or cores) shared differently as runs end
+(each run's rates are those it had with the others beside it), and the stops and starts
+between ``--stage`` targets (each run is counted to the last one). docs/usage.md ("Many
+seeds", Progress) gives how it held.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
@@ -39,7 +41,8 @@ def run_config(path: str, total_steps: int | None = None) -> Config:
     """A run folder's config as a replay reads it: on the CPU (no device needed), not a
     resume, to ``total_steps`` where given (the step the estimate runs to)."""
     raw = OmegaConf.load(os.path.join(path, "config.yaml"))
-    assert isinstance(raw, DictConfig)  # (a run's config.yaml is a mapping)
+    if not isinstance(raw, DictConfig) or "env" not in raw:  # (empty: not written yet)
+        raise ValueError(f"{path}/config.yaml holds no run's config")
     raw.resume, raw.device = None, "cpu"
     if total_steps is not None:
         raw.total_steps = total_steps
@@ -111,7 +114,7 @@ class Outlook:
         if path not in self._configs:
             try:
                 self._configs[path] = run_config(path, self.steps)
-            except (OSError, ValueError, OmegaConfBaseException):  # (not written yet: none)
+            except (OSError, ValueError, OmegaConfBaseException, yaml.YAMLError):  # (not yet)
                 self._configs[path] = None
         cfg, metrics = self._configs[path], os.path.join(path, "metrics.jsonl")
         if cfg is None or not os.path.isfile(metrics):
@@ -128,12 +131,8 @@ class Outlook:
         process's jobs (:class:`~mbrl.tools.seed_runs.Job`) and when it started; ``waiting``:
         each process to come, in order."""
         now, busy, queued = time.time(), [], []
-        jobs = [
-            *self.jobs,
-            *(j for unit, _ in running for j in unit),
-            *(j for u in waiting for j in u),
-        ]
-        known = {j.path: self.paces(j.path) for j in jobs}
+        jobs = [*self.jobs, *(j for u, _ in running for j in u), *(j for u in waiting for j in u)]
+        known = {path: self.paces(path) for path in dict.fromkeys(j.path for j in jobs)}
         for unit, started in running:
             left = [_running_left(j, known, started, now) for j in unit]
             if None in left:
@@ -167,7 +166,8 @@ def _running_left(
         return None if fresh is None else max(fresh - (now - started), 0.0)
     if p.time >= started:
         return max(p.left(p.step) - (now - p.time), 0.0)
-    return max(p.left(p.step) + p.warmup + START - (now - started), 0.0)
+    # (its metrics may run past its checkpoint, from a process killed between the two)
+    return max(p.left(job.before or p.step) + p.warmup + START - (now - started), 0.0)
 
 
 def _new_run(path: str, known: dict[str, Pace | None]) -> float | None:
@@ -185,7 +185,7 @@ def outlook_text(seconds: float | None, steps: int, deadline: float) -> str:
     """`` · every run at 50,000 in about 2 h 05 min (19:50)``, with the budget's end where
     it comes first; while there is none, that it is not known yet."""
     if seconds is None:  # (a run's estimate waits for log steps: every phase timed, 2 fits)
-        return " · time left not known yet (each run's comes a few log steps in)"
+        return " · time left not known yet (each variant needs a run a few log steps in)"
     end = time.time() + seconds
     text = f" · every run at {steps:,} in about {duration(seconds)} ({_clock(end)})"
     if deadline < end:
@@ -194,18 +194,19 @@ def outlook_text(seconds: float | None, steps: int, deadline: float) -> str:
 
 
 def _clock(when: float) -> str:
-    """``19:50``, or ``Tue 03:10`` a day or more ahead."""
+    """``19:50``, or ``Tue 03:10`` from 20 hours ahead (where the hour alone is ambiguous)."""
     fmt = "%H:%M" if when - time.time() < 20 * 3600 else "%a %H:%M"
     return time.strftime(fmt, time.localtime(when))
 
 
 def campaign(
-    units: Sequence[Job | Batch], steps: int, procs: int, deadline: float
+    units: Sequence[Job | Batch], steps: int, procs: int, deadline: float, every: Sequence[Job]
 ) -> Callable[[list[tuple[list[Job], float]]], str]:
     """``scripts/seeds.py``'s outlook for :class:`~mbrl.tools.seed_runs.Pool`'s "running:"
-    lines: the running processes' runs, then every other process that is short of ``steps``
-    and has not failed, in the order they start."""
-    outlook = Outlook(steps, procs, [j for u in units for j in members(u)])
+    lines: the running processes' runs, then every other process of ``units`` that is short
+    of ``steps`` and has not failed, in the order they start; ``every``: all the campaign's
+    runs, this invocation's or not, whose paces a run to come may take."""
+    outlook = Outlook(steps, procs, [*every, *(j for u in units for j in members(u))])
 
     def text(running: list[tuple[list[Job], float]]) -> str:
         busy = {id(j) for jobs, _ in running for j in jobs}

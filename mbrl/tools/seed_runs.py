@@ -201,7 +201,10 @@ class Pool:
         now = [f"{job.name} at {job.logged():,}" for job, _, _ in self.active.values()]
         units = [(members(job), started) for job, _, started in self.active.values()]
         line = f"{time.strftime('%H:%M')} running: " + ("; ".join(now) or "none")
-        return line + self.outlook(units)
+        try:
+            return line + self.outlook(units)
+        except Exception as err:
+            return f"{line} · time left not computed ({type(err).__name__}: {err})"
 
     def can_start(self) -> bool:
         """Whether a new process may start: not stopping, and enough budget left for it to
