@@ -17,12 +17,10 @@ import sys
 from typing import Any
 
 import _checkout  # noqa: F401  (this checkout's mbrl ahead of installed ones)
-from omegaconf import DictConfig, OmegaConf
 
-from mbrl.config import Config, ConfigError
+from mbrl.config import Config
 from mbrl.runtime.progress import duration
-from mbrl.runtime.validate import validate
-from mbrl.tools.eta_replay import clock_at, first_estimate, wall_check
+from mbrl.tools.eta_replay import clock_at, first_estimate, run_config, wall_check
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,12 +33,9 @@ def main(argv: list[str] | None = None) -> int:
     missing = [p for p in paths if not os.path.isfile(p)]
     if missing:
         parser.error(f"{args.run}: no {os.path.basename(missing[0])} (a run folder has both)")
-    raw = OmegaConf.load(paths[0])
-    assert isinstance(raw, DictConfig)  # (a run's config.yaml is a mapping)
-    raw.resume, raw.device = None, "cpu"  # (a replay needs no device: a GPU run's folder too)
-    try:
-        cfg = validate(raw)
-    except ConfigError as err:
+    try:  # (on the CPU: a replay needs no device, a GPU run's folder too)
+        cfg = run_config(args.run)
+    except ValueError as err:
         parser.error(f"{paths[0]}: {err}")
     with open(paths[1], encoding="utf-8") as f:
         rows = [json.loads(line) for line in f if line.strip()]

@@ -20,14 +20,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
-from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from mbrl.config import Config
 from mbrl.runtime.eta import FitEpochs, time_left
 from mbrl.runtime.progress import duration
-from mbrl.runtime.validate import validate
-from mbrl.tools.eta_replay import clock_at, process_rates
+from mbrl.tools.eta_replay import clock_at, process_rates, run_config
 from mbrl.tools.plotting import read_metrics
 from mbrl.tools.seed_runs import Batch, Job, members
 
@@ -35,18 +33,6 @@ Row = dict[str, Any]
 # Seconds a process takes outside its run's clock: imports and building before it, the last
 # report after it (Pendulum runs on the 2-core CPU VM: 8 s before, 2-3 s after)
 START = 15.0
-
-
-def run_config(path: str, total_steps: int | None = None) -> Config:
-    """A run folder's config as a replay reads it: on the CPU (no device needed), not a
-    resume, to ``total_steps`` where given (the step the estimate runs to)."""
-    raw = OmegaConf.load(os.path.join(path, "config.yaml"))
-    if not isinstance(raw, DictConfig) or "env" not in raw:  # (empty: not written yet)
-        raise ValueError(f"{path}/config.yaml holds no run's config")
-    raw.resume, raw.device = None, "cpu"
-    if total_steps is not None:
-        raw.total_steps = total_steps
-    return validate(raw)
 
 
 @dataclass(frozen=True)

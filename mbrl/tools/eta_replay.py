@@ -10,14 +10,30 @@ one process (a resume's gap is no part of the run's pace). ``scripts/eta_check.p
 from __future__ import annotations
 
 import itertools
+import os
 from dataclasses import dataclass
 from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
 
 from mbrl.config import Config
 from mbrl.runtime.eta import TIMERS, RunClock, Work, time_left
 from mbrl.runtime.timer import resumed_between
+from mbrl.runtime.validate import validate
 
 Row = dict[str, Any]
+
+
+def run_config(path: str, total_steps: int | None = None) -> Config:
+    """A run folder's config as a replay reads it: on the CPU (no device needed), not a
+    resume, to ``total_steps`` where given (the step the estimate runs to)."""
+    raw = OmegaConf.load(os.path.join(path, "config.yaml"))
+    if not isinstance(raw, DictConfig) or "env" not in raw:  # (empty: not written yet)
+        raise ValueError(f"{path}/config.yaml holds no run's config")
+    raw.resume, raw.device = None, "cpu"
+    if total_steps is not None:
+        raw.total_steps = total_steps
+    return validate(raw)
 
 
 def clock_at(cfg: Config, rows: list[Row], at: int) -> tuple[RunClock, dict[str, float]]:
