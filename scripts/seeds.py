@@ -34,7 +34,14 @@ from mbrl.tools.campaign_eta import campaign
 from mbrl.tools.mps import MODES, Mps, wanted
 from mbrl.tools.mps import start as start_mps
 from mbrl.tools.published import reference_for
-from mbrl.tools.seed_report import CAMPAIGN, load_settings, plural, report_only, write_report
+from mbrl.tools.seed_report import (
+    CAMPAIGN,
+    commit,
+    load_settings,
+    plural,
+    report_only,
+    write_report,
+)
 from mbrl.tools.seed_runs import (
     ROOT,
     Job,
@@ -42,7 +49,6 @@ from mbrl.tools.seed_runs import (
     Variant,
     batches,
     check_budget,
-    commit,
     parse_seeds,
     stages,
 )

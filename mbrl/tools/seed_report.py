@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import tarfile
 from collections.abc import Callable
@@ -17,7 +18,7 @@ from mbrl.runtime import runlock
 from mbrl.runtime.utils import write_atomic
 from mbrl.tools.figures import plot_curves
 from mbrl.tools.plotting import Reference, Run, Setting, load_run
-from mbrl.tools.seed_runs import Job, Variant
+from mbrl.tools.seed_runs import ROOT, Job, Variant
 from mbrl.tools.seed_speed import speed_lines
 from mbrl.tools.seed_tables import (
     RETURN,
@@ -253,3 +254,16 @@ def report_only(out: str, report_dir: str, chosen: list[Job], report: Callable[[
     print(f"wrote the report in {report_dir} ({len(have)} runs{without})", file=sys.stderr)
     print(still_running([j.path for j in have]), file=sys.stderr, end="")
     return 0
+
+
+def commit() -> str:
+    """This checkout's commit (``git describe``: ``3f2ccd1``, ``-dirty`` with changes), or
+    ``unknown`` outside git."""
+    try:
+        out = subprocess.run(
+            ["git", "-C", ROOT, "describe", "--always", "--dirty", "--abbrev=7"],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        return out.stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"

@@ -169,6 +169,7 @@ class Pool:
         default_factory=dict
     )
     stopping_since: float | None = None
+    _said: bool = False  # the first "running:" line, said as the first runs start
     _changed: float = field(default_factory=time.time)
 
     def run(self, jobs: list[Job | Batch], target: int) -> None:
@@ -179,6 +180,9 @@ class Pool:
             while (queue and self.can_start()) or self.active:
                 while queue and len(self.active) < self.procs and self.can_start():
                     self._start(queue.pop(0), target)
+                if not self._said:  # (at once: a continued campaign's runs have estimates)
+                    self._said = True
+                    self.say(self._running())
                 self._reap()
                 if self.stopping_since is None and time.time() >= self.deadline:
                     self.stop("the budget is spent")
@@ -312,19 +316,6 @@ class Pool:
             for _, proc, _ in self.active.values():
                 _signal(proc, signal.SIGKILL, group=True)
             self._reap()
-
-
-def commit() -> str:
-    """This checkout's commit (``git describe``: ``3f2ccd1``, ``-dirty`` with changes), or
-    ``unknown`` outside git."""
-    try:
-        out = subprocess.run(
-            ["git", "-C", ROOT, "describe", "--always", "--dirty", "--abbrev=7"],
-            capture_output=True, text=True, check=True,
-        )  # fmt: skip
-        return out.stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def members(job: Job | Batch) -> list[Job]:
