@@ -58,12 +58,15 @@ class _Watcher:
                 self._look()
 
     def _look(self) -> None:
-        now, busy = time.perf_counter(), _busy()
-        if now - self._last > GAP:  # (a thread new since the last look counts from 0)
-            stood = now - self._last - max(busy[t] - self._busy.get(t, 0.0) for t in busy)
+        # Reading schedstat lets the GIL go (file reads): another thread may run a long call
+        # meanwhile. The gap is timed from the end of the last read to the start of this one,
+        # so the run time read covers it whole: a call in a read is never taken for a pause.
+        start, busy, end = time.perf_counter(), _busy(), time.perf_counter()
+        if start - self._last > GAP:  # (a thread new since the last look counts from 0)
+            stood = start - self._last - max(busy[t] - self._busy.get(t, 0.0) for t in busy)
             if stood > GAP:
                 self.total += stood
-        self._last, self._busy = now, busy
+        self._last, self._busy = end, busy
 
     def read(self) -> float:
         """The seconds stopped so far; if the watcher has not looked for over :data:`GAP`
