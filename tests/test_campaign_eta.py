@@ -4,6 +4,7 @@ runs then took."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import time
@@ -137,6 +138,23 @@ def test_a_forecast_that_fails_is_said_and_the_runs_go_on(tmp_path: str) -> None
     pool = Pool([], 1, 1, float("inf"), 1.0, str(tmp_path), outlook=broken)
     line = pool._running()
     assert line.endswith("running: none · time left not computed (ValueError: half a config.yaml)")
+
+
+def test_a_resumed_run_is_said_at_its_checkpoint_until_it_logs_past_it(tmp_path: str) -> None:
+    """A checkpoint is written before its step's log row, so a run stopped between the two
+    continues a log interval past its last row: the running line names the step it
+    continues from, then the steps it logs."""
+    path = os.path.join(str(tmp_path), "seed_6")
+    os.makedirs(path)
+    job = Job(Variant(("model=flow",)), 6, path, before=40750)
+    with open(os.path.join(path, "metrics.jsonl"), "w", encoding="utf-8") as f:
+        f.write(json.dumps({"step": 40500, "time": 1.0}) + "\n")
+    pool = Pool([], 1, 1, float("inf"), 1.0, str(tmp_path))
+    pool.active[1] = (job, None, time.time())  # type: ignore[assignment]
+    assert "running: model-flow/seed_6 at 40,750" in pool._running()
+    with open(os.path.join(path, "metrics.jsonl"), "a", encoding="utf-8") as f:
+        f.write(json.dumps({"step": 41000, "time": 2.0}) + "\n")
+    assert "running: model-flow/seed_6 at 41,000" in pool._running()
 
 
 def test_a_config_not_written_yet_is_read_again_later(tmp_path: str) -> None:

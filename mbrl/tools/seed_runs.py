@@ -117,6 +117,13 @@ class Batch:
         return [*self.jobs[0].command(base, target, threads, minutes), *batch]
 
 
+def _at(job: Job | Batch) -> int:
+    """Where a running process is: its last logged step, or the checkpoint step it continues
+    from while it has logged nothing past it (a run's checkpoint can be a log interval ahead:
+    it is written before that step's log row)."""
+    return max(job.logged(), min(m.before for m in members(job)))
+
+
 def batches(jobs: list[Job], size: int) -> tuple[list[Job | Batch], list[str]]:
     """``jobs`` as processes: each variant's seeds in groups of up to ``size`` (in order),
     a group of one or of runs at different steps (which cannot go on together) as solo runs;
@@ -202,7 +209,7 @@ class Pool:
 
     def _running(self) -> str:
         """``17:45 running: a at 36,500; b at 36,250 · every run at ... in about ...``."""
-        now = [f"{job.name} at {job.logged():,}" for job, _, _ in self.active.values()]
+        now = [f"{job.name} at {_at(job):,}" for job, _, _ in self.active.values()]
         units = [(members(job), started) for job, _, started in self.active.values()]
         line = f"{time.strftime('%H:%M')} running: " + ("; ".join(now) or "none")
         try:
