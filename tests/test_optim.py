@@ -46,6 +46,26 @@ def test_adam_is_torchs_fused_adam(decoupled: bool) -> None:
         torch.testing.assert_close(p, q, rtol=1e-6, atol=1e-7)
 
 
+@pytest.mark.parametrize("fused", [True, False])
+def test_guarded_steps_on_finite_losses_are_the_optimizers_own(fused: bool) -> None:
+    """MBPO has no such guard: on finite losses (every step of a healthy run) it must be no
+    step of its own. Five guarded steps, fused or not, equal torch's plain Adam steps."""
+    ref, mine = _model(), _model()
+    ref_opt = torch.optim.Adam(_groups(ref), lr=1e-3, foreach=False)
+    opt = adam(_groups(mine), 1e-3) if fused else torch.optim.Adam(_groups(mine), lr=1e-3)
+    assert bool(opt.defaults["fused"]) == fused
+    guard = GuardedStep(opt, torch.amp.GradScaler("cpu", enabled=False))
+    x = torch.randn(16, 4)
+    for _ in range(5):
+        ref_opt.zero_grad()
+        ref(x).square().mean().backward()
+        ref_opt.step()
+        guard(mine(x).square().mean())
+    assert int(guard.skipped) == 0
+    for p, q in zip(ref.parameters(), mine.parameters(), strict=True):
+        torch.testing.assert_close(p, q, rtol=1e-6, atol=1e-7)
+
+
 @pytest.mark.cuda
 def test_a_capturable_adam_steps_eagerly_without_a_warning() -> None:
     """On CUDA the optimizer is capturable (its steps can be graphed); the eager warm-up steps
