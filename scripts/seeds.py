@@ -39,6 +39,7 @@ from mbrl.tools.seed_report import (
     commit,
     load_settings,
     plural,
+    report_header,
     report_only,
     write_report,
 )
@@ -131,20 +132,22 @@ def variants(vary: list[str], given: list[str]) -> list[Variant]:
 
 def check(
     base: list[str], arms: list[Variant], steps: int | None, report_only: bool = False
-) -> tuple[int, str, set[str]]:
+) -> tuple[int, str, set[str], list[str]]:
     """Every variant's config, validated as train.py would before anything starts; returns
-    (the runs' env steps, the device they train on, their envs). A report alone reads files:
+    (the runs' env steps, the device they train on, their envs, the warnings of settings that
+    cannot act in them, as train.py's start block gives them). A report alone reads files:
     its configs are validated on the CPU, so a GPU campaign's runs can be reported on a machine
     without one."""
     from hydra import compose, initialize_config_dir
 
     from mbrl.launch import register_resolvers
     from mbrl.overrides import check_overrides
+    from mbrl.runtime.inert_settings import campaign_warnings
     from mbrl.runtime.utils import resolve_device
     from mbrl.runtime.validate import validate
 
     register_resolvers()
-    totals, device, envs = set(), "cpu", set()
+    totals, device, envs, configs = set(), "cpu", set(), []
     conf = os.path.join(ROOT, "conf")
     check_overrides(base, conf)  # every run's, as train.py checks them (a typo: the closest)
     with initialize_config_dir(config_dir=conf, version_base=None):
@@ -158,9 +161,11 @@ def check(
             totals.add(steps or cfg.total_steps)
             device = resolve_device(cfg.device).type
             envs.add(cfg.env.name)
+            configs.append((arm.label, cfg))
     if len(totals) > 1:
         raise ValueError(f"the variants' total_steps differ ({sorted(totals)}); set --steps")
-    return totals.pop(), device, envs
+    total = totals.pop()
+    return total, device, envs, campaign_warnings(configs, total)
 
 
 def import_plugins(out: str) -> None:
@@ -214,10 +219,10 @@ def _checked(args: argparse.Namespace) -> tuple[Any, ...]:
     if args.batch < 1:
         raise ValueError(f"--batch {args.batch}: give 1 or more seeds per process")
     import_plugins(args.out)
-    steps, device, envs = check(args.overrides, arms, args.steps, args.report_only)
+    steps, device, envs, warns = check(args.overrides, arms, args.steps, args.report_only)
     reference = reference_for(args.reference, envs)
     plan = manifest(args.out, args.overrides, arms, seeds, write=not args.report_only)
-    return seeds, arms, budget, steps, device, reference, plan
+    return seeds, arms, budget, steps, device, reference, plan, warns
 
 
 def _as_the_campaign(args: argparse.Namespace) -> None:
@@ -228,12 +233,16 @@ def _as_the_campaign(args: argparse.Namespace) -> None:
         args.variant = [" ".join(v) for v in saved.get("variants", [])]
     if args.seeds is None and saved:
         args.seeds = ",".join(str(s) for s in saved["seeds"])
+    if args.steps is None:  # (the last invocation's target: its warnings are the report's)
+        last = (_read_json(os.path.join(args.out, "invocations.json"), []) or [{}])[-1]
+        reached = max((r["after"] for r in last.get("runs", {}).values()), default=None)
+        args.steps = last.get("steps") or reached or None
 
 
 def main() -> int:
     args = arguments()
     try:
-        seeds, arms, budget, steps, device, reference, plan = _checked(args)
+        seeds, arms, budget, steps, device, reference, plan, warns = _checked(args)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -241,15 +250,14 @@ def main() -> int:
     chosen = [j for j in jobs if j.variant in arms and j.seed in seeds]
     procs = args.procs or (GPU_PROCS if device == "cuda" else os.cpu_count() or 1)
     history = list(_read_json(os.path.join(args.out, "invocations.json"), []))
-    now = time.time()
-    record: dict[str, Any] = {"start": now, "end": now, "procs": procs, "device": device}
-    record.update(batch=args.batch, commit=commit(), runs={})  # batch: seeds per process
+    record = _record(args, procs, device, steps)
     report_dir = args.report or args.out
     pool: Pool | None = None
     memory: GpuMemory | None = None
 
     def report() -> None:
         record["end"] = time.time()
+        record.setdefault("load", []).append(round(os.getloadavg()[0], 2))  # (shared or not)
         record["runs"] = {
             j.name: {
                 "before": j.before,
@@ -268,7 +276,8 @@ def main() -> int:
             )
         by_variant = [(v.label, [j.path for j in jobs if j.variant == v]) for v in every]
         ran = list(dict.fromkeys(i.get("commit", "?") for i in invocations))
-        header = _header(args.overrides, len(plan["seeds"]), len(every), record["commit"], ran)
+        size = (len(plan["seeds"]), len(every))
+        header = report_header(args.overrides, size, record["commit"], ran, warns)
         write_report(report_dir, load_settings(by_variant), invocations, reference, header)
 
     if args.report_only:
@@ -287,7 +296,7 @@ def main() -> int:
         memory = GpuMemory() if device == "cuda" else None
         head = f"{len(chosen)} runs ({len(arms)} variants x {len(seeds)} seeds)"
         print(_start(args, head, len(units), steps, procs, f"{device}, {mps_text}"), *split,
-              sep="\n", file=sys.stderr)  # fmt: skip
+              *warns, sep="\n", file=sys.stderr)  # fmt: skip
         for target in stages(steps, args.stage):
             pool.run(units, target)
             if not pool.can_start():  # (the budget is spent, or Ctrl-C)
@@ -311,6 +320,15 @@ def main() -> int:
     return 1 if failed else 0
 
 
+def _record(args: argparse.Namespace, procs: int, device: str, steps: int) -> dict[str, Any]:
+    """This invocation's entry in invocations.json, as it starts (its runs added as they
+    end; ``steps``: its target, for which a later report gives the warnings)."""
+    now = time.time()
+    return {"start": now, "end": now, "procs": procs, "device": device, "steps": steps,
+            "cores": os.cpu_count(), "threads": args.threads,
+            "batch": args.batch, "commit": commit(), "runs": {}}  # fmt: skip
+
+
 def _again() -> str:
     """This command as typed (quoted where it must be), to run again."""
     return f"python {shlex.join(sys.argv)}"
@@ -324,22 +342,6 @@ def _start(
     per = per if args.batch > 1 else ""
     budget = f", budget {args.budget}" if args.budget else ""
     return f"{head}{per} to {steps:,} env steps, {procs} at a time on {on}{budget}"
-
-
-def _header(overrides: list[str], seeds: int, variants: int, at: str, ran: list[str]) -> str:
-    """The report's first lines: the campaign, the command, when it was written, and the
-    commits its runs ran at where they were several (a campaign continued across changes)."""
-    several = (
-        f"; its invocations ran at {len(ran)} commits, {', '.join(ran)} (invocations.json says "
-        "which ran what)"
-        if len(ran) > 1
-        else ""
-    )
-    return (
-        f"# {' '.join(overrides) or 'default config'}: {seeds} seeds x {variants} variants\n\n"
-        f"`python scripts/seeds.py {shlex.join(sys.argv[1:])}`; "  # (as typed: quotes kept)
-        f"last written {time.strftime('%Y-%m-%d %H:%M')} at commit {at}{several}"
-    )
 
 
 def _jobs(out: str, plan: dict[str, Any]) -> tuple[list[Variant], list[Job]]:

@@ -410,3 +410,12 @@ def test_the_readmes_cpu_flow_line_is_the_bundle() -> None:
         "docs/results.md"
     )
     assert f"**{text}**: no difference established" in page_text("docs/hopper.md")
+    # the windows as every page names them (they grow as the runs are continued)
+    counts = sorted(len(v) for v in steps.values())
+    fewest, most = counts[0], counts[-1]
+    assert f"whatever its window ({fewest} to {most} evaluations)" in page_text("docs/results.md")
+    seeds = " and ".join(str(k) for k in sorted(steps) if len(steps[k]) == most)
+    hopper = page_text("docs/hopper.md")
+    assert f"(after the random steps, from 6000 to {first}–{end}, by seed)" in hopper
+    assert f"its window ({fewest} evaluations for seed 2, {most} for seeds {seeds})" in hopper
+    assert f"over six paired seeds to {end}," in page_text("README.md")

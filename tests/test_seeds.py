@@ -395,6 +395,52 @@ def test_batches_group_each_variants_seeds_that_are_at_one_step(tmp_path: str) -
     )
 
 
+def test_settings_that_cannot_act_are_warned_of_at_the_start_and_in_the_report(
+    tmp_path: str,
+) -> None:
+    """A campaign whose runs end within the random steps learns nothing: said before the runs
+    start (once per warning, naming the variants it holds for unless all) and in the report,
+    which a later --report-only writes again for the campaign's last target."""
+    out = os.path.join(tmp_path, "camp")
+    arms = ["--variant", "algorithm.init_steps=100", "--variant", "algorithm.init_steps=50"]
+    res = seeds(out, "--seeds", "0", "--steps", "80", "--procs", "1", *arms)
+    assert res.returncode == 0, res.stderr
+    lines = res.stderr.splitlines()
+    sac = "SAC (agent.*) cannot act in these runs: no SAC update: algorithm.init_steps=100"
+    assert f"warning (algorithm.init_steps=100): {sac}" in lines[1], res.stderr
+    evals = "warning: eval.every=100 cannot act in these runs: its first step would be 100"
+    assert sum(line.startswith(evals) for line in lines) == 1, res.stderr  # (both variants)
+    assert not any("init_steps=50 random steps" in line for line in lines), res.stderr
+    for args in ([], ["--report-only"]):  # (the run's report, then one written again)
+        if args:
+            os.remove(os.path.join(out, "summary.md"))
+            cmd = [sys.executable, os.path.join(ROOT, "scripts", "seeds.py"), out, *args]
+            again = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+            assert again.returncode == 0, again.stderr
+        with open(os.path.join(out, "summary.md"), encoding="utf-8") as f:
+            report = f.read()
+        assert f"- in the runs of algorithm.init_steps=100: {sac}" in report, report
+        assert f"- {evals.removeprefix('warning: ')}" in report, report
+
+
+def test_the_rate_alone_says_when_the_machine_was_shared() -> None:
+    """An invocation records the machine's load average: a run of one process at a time
+    beside other work is not called alone (its own process is a load of about its threads)."""
+    from mbrl.tools.seed_report import solo_rate, throughput
+
+    runs = {"base/seed_0": {"before": 0, "after": 1000, "seconds": 10.0}}
+    inv = {"start": 0.0, "end": 12.0, "procs": 1, "device": "cpu", "runs": runs}
+    assert solo_rate([inv]) == "one process alone: 100.0 env steps/s (invocation 1's median run)"
+    busy = inv | {"load": [2.4, 2.8], "cores": 2, "threads": 1}
+    assert solo_rate([busy]) == (
+        "one process at a time, on a shared machine: 100.0 env steps/s (invocation 1's median "
+        "run; load average 2.6 on 2 cores)"
+    )
+    assert throughput([busy])[0].endswith("100.0 per run (median); load average 2.6 on 2 cores")
+    two = busy | {"threads": 2, "load": [2.0, 2.4]}  # (a two-thread run alone)
+    assert solo_rate([two]).startswith("one process alone: 100.0")
+
+
 def test_parsing_and_stages() -> None:
     assert parse_seeds("0-2,7") == [0, 1, 2, 7]
     assert parse_duration("1h30m") == 5400 and parse_duration("45") == 45

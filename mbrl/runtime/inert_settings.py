@@ -6,6 +6,7 @@ otherwise two "different" runs of a sweep are silently the same run (docs/usage.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import dataclass
 
@@ -117,6 +118,21 @@ def warnings_for(cfg: Config) -> list[str]:
         f"warning: {i.what} cannot act in this run: {i.why}"
         for i in inert_settings(cfg)
         if not i.given_only and not (i.keys == SCHEDULE and r.max_length == r.min_length)
+    ]
+
+
+def campaign_warnings(configs: list[tuple[str, Config]], steps: int) -> list[str]:
+    """``scripts/seeds.py``'s start-up warnings: :func:`warnings_for` of each variant's config
+    (label, config) run to ``steps``, each said once, naming the variants it holds for unless
+    it holds for all (a campaign shorter than the random steps learns nothing)."""
+    holds: dict[str, list[str]] = {}
+    for label, cfg in configs:
+        for line in warnings_for(dataclasses.replace(cfg, total_steps=steps)):
+            said = line.removeprefix("warning: ").replace(" in this run: ", " in these runs: ")
+            holds.setdefault(said, []).append(label)
+    return [
+        f"warning{'' if len(labels) == len(configs) else ' (' + ', '.join(labels) + ')'}: {line}"
+        for line, labels in holds.items()
     ]
 
 

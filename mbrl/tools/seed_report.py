@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tarfile
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -166,9 +168,17 @@ def throughput(invocations: list[dict[str, Any]]) -> list[str]:
             f"invocation {i}: {plural(inv['procs'], 'process')}{seeds} on "
             f"{inv['device']}, {plural(runs, 'run')}, {total:,} env steps in {wall:,.0f} s: "
             f"{total / max(wall, 1e-9):,.1f} env steps/s together, "
-            f"{each:,.1f} per run (median)"
+            f"{each:,.1f} per run (median){'; ' * bool(_load(inv))}{_load(inv)}"
         )
     return lines
+
+
+def _load(inv: dict[str, Any]) -> str:
+    """The machine's 1-minute load average over an invocation (sampled at each report; an
+    invocation recorded before it was kept: nothing), which says whether its runs had the
+    machine to themselves."""
+    load = inv.get("load")
+    return f"load average {np.mean(load):.1f} on {inv['cores']} cores" if load else ""
 
 
 def solo_rate(invocations: list[dict[str, Any]]) -> str:
@@ -181,8 +191,14 @@ def solo_rate(invocations: list[dict[str, Any]]) -> str:
     ]
     if not alone:
         return "one process alone: not measured (an invocation with --procs 1 measures it)"
-    each = _rates(invocations[alone[-1] - 1])[3]
-    return f"one process alone: {each:,.1f} env steps/s (invocation {alone[-1]}'s median run)"
+    inv = invocations[alone[-1] - 1]
+    each, load = _rates(inv)[3], _load(inv)
+    # (its own process is a load of about its threads: well above that, other work shared it)
+    if load and np.mean(inv["load"]) > inv.get("threads", 1) + 0.5:
+        name, load = "one process at a time, on a shared machine", f"; {load}"
+    else:
+        name, load = "one process alone", ""
+    return f"{name}: {each:,.1f} env steps/s (invocation {alone[-1]}'s median run{load})"
 
 
 def write_report(
@@ -251,9 +267,43 @@ def report_only(out: str, report_dir: str, chosen: list[Job], report: Callable[[
     report()
     missing = [j.name for j in chosen if j not in have]
     without = f"; without metrics yet: {', '.join(missing)}" if missing else ""
-    print(f"wrote the report in {report_dir} ({len(have)} runs{without})", file=sys.stderr)
+    said = f"wrote the report in {report_dir} ({plural(len(have), 'run')}{without})"
+    print(said, file=sys.stderr)
     print(still_running([j.path for j in have]), file=sys.stderr, end="")
     return 0
+
+
+def report_header(
+    overrides: list[str], size: tuple[int, int], at: str, ran: list[str], warns: list[str]
+) -> str:
+    """The report's first lines: the campaign (``size``: seeds, variants), the command, when
+    it was written, the commits its runs ran at where they were several (a campaign continued
+    across changes), and the settings that cannot act in its runs (their start blocks'
+    warnings: a campaign that ends within the random steps learns nothing)."""
+    several = (
+        f"; its invocations ran at {len(ran)} commits, {', '.join(ran)} (invocations.json says "
+        "which ran what)"
+        if len(ran) > 1
+        else ""
+    )
+    head = (
+        f"# {' '.join(overrides) or 'default config'}: {size[0]} seeds x {size[1]} variants\n\n"
+        f"`python scripts/seeds.py {shlex.join(sys.argv[1:])}`; "  # (as typed: quotes kept)
+        f"last written {time.strftime('%Y-%m-%d %H:%M')} at commit {at}{several}"
+    )
+    if not warns:
+        return head
+    said = "\n".join(f"- {_warned(w)}" for w in warns)
+    return f"{head}\n\n**Warnings** (each run's start block gives them too):\n\n{said}"
+
+
+def _warned(line: str) -> str:
+    """A start-up warning as the report lists it: ``warning (a, b): text`` as ``in the runs of
+    a, b: text``, ``warning: text`` (every variant's) as ``text``."""
+    if line.startswith("warning ("):
+        labels, text = line.removeprefix("warning (").split("): ", 1)
+        return f"in the runs of {labels}: {text}"
+    return line.removeprefix("warning: ")
 
 
 def commit() -> str:
