@@ -99,7 +99,7 @@ def main() -> int:
     print(still_running([r.path for r in runs]), file=sys.stderr, end="")
     for line in repeated_seeds(settings):
         print(line, file=sys.stderr)
-    print(summary_table(settings, args.metric))
+    print(summary_table(settings, args.metric, args.smooth))
     if args.per_step:
         print(tables(settings, reference))
     campaign = os.path.isfile(os.path.join(args.paths[0], CAMPAIGN))  # (its report: curves.png)

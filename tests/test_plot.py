@@ -250,12 +250,15 @@ def test_smoothed_curves_and_interval_bands_are_the_reports() -> None:
 
     _, ax = _figure((5, 3))
     draw_curves(ax, [Setting("s", runs)], "eval/return_mean", None, smooth=True, interval=True)
-    (line,) = ax.get_lines()
+    faded, line = ax.get_lines()  # (the mean at every step; drawn full where 4 seeds are)
     assert line.get_xdata().tolist() == [3000, 4000, 5000, 6000, 7000, 8000]
     expected = [
         np.mean([smoothed(s, k) for s in range(4) if k in values[s]]) for k in line.get_xdata()
     ]
-    assert line.get_ydata().tolist() == pytest.approx(expected)
+    assert faded.get_ydata().tolist() == pytest.approx(expected) and faded.get_alpha() < 1
+    full = np.where(line.get_xdata() <= 5000, expected, np.nan)  # (from 6000: two seeds)
+    assert np.array_equal(line.get_ydata(), full, equal_nan=True)
+    assert "faded where under 4" in line.get_label()
     (poly,) = ax.collections
     xs, ys = poly.get_paths()[0].vertices.T
     assert xs.min() == 3000 and xs.max() == 5000  # (the band ends where two seeds stop)
@@ -393,3 +396,35 @@ def test_the_published_curve_is_drawn_for_runs_short_of_its_second_point() -> No
     (published,) = [line for line in ax.get_lines() if "published" in str(line.get_label())]
     assert np.asarray(published.get_xdata()).tolist() == ref.steps[:2].tolist()
     plt.close(fig)
+
+
+def test_a_settings_colour_and_style_do_not_depend_on_the_order() -> None:
+    """--baseline puts its setting first: each setting keeps its colour and line style."""
+    from mbrl.tools.figures import _figure, draw_curves
+    from mbrl.tools.plotting import Setting
+
+    a = Setting("model=flow", [_fake_run("a", 0, {1000: 0.0, 3000: 5.0})])
+    b = Setting("model=gaussian", [_fake_run("b", 0, {1000: 0.0, 3000: 7.0})])
+    looks = []
+    for order in ([a, b], [b, a]):
+        _, ax = _figure((5, 3))
+        draw_curves(ax, order, "eval/return_mean", None)
+        named = [ln for ln in ax.get_lines() if not ln.get_label().startswith("_")]
+        looks.append({ln.get_label(): (ln.get_color(), ln.get_linestyle()) for ln in named})
+    assert looks[0] == looks[1] and len(set(looks[0].values())) == 2
+
+
+def test_the_summary_of_smoothed_curves_is_the_smoothed_values() -> None:
+    """With --smooth the printed return and AUC are the smoothed curve's (the figure's), each
+    seed's trailing mean past its random steps, computed here by hand."""
+    from mbrl.tools.plotting import Setting, summary_table
+
+    values = {1000: 0.0, 2000: 0.0, 3000: 10.0, 4000: 30.0, 5000: 80.0}
+    text = summary_table([Setting("s", [_fake_run("a", 0, values)])], "eval/return_mean", True)
+    smoothed = [10.0, 20.0, 40.0]  # (3000, 4000, 5000: the mean of the evaluations past 2000)
+    auc = np.trapezoid(smoothed, [3000, 4000, 5000]) / 2000
+    line = text.splitlines()[2]
+    assert f" {40.0:.1f} " in line and f"{auc:.1f}" in line, text
+    assert "each seed smoothed first" in text.splitlines()[0]
+    raw = summary_table([Setting("s", [_fake_run("a", 0, values)])], "eval/return_mean")
+    assert f" {80.0:.1f} " in raw.splitlines()[2] and "random steps' included" in raw

@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 
 from mbrl.envs import env_spec
-from mbrl.tools.plotting import Reference, Run, Setting
-from mbrl.tools.stats import INTERVAL_SEEDS, SMOOTH_WINDOW, bootstrap_interval, trailing_mean
+from mbrl.tools.plotting import Reference, Run, Setting, run_curve
+from mbrl.tools.stats import INTERVAL_SEEDS, SMOOTH_WINDOW, bootstrap_interval
 
 # What a reader calls a metric on an axis (others keep their key).
 AXIS_LABELS = {"eval/return_mean": "evaluation return (mean of its episodes)"}
@@ -61,16 +61,6 @@ def plot_curves(
     return _save(fig, out)
 
 
-def run_curve(run: Run, metric: str, smooth: bool) -> tuple[np.ndarray, np.ndarray]:
-    """A run's curve; ``smooth``: its evaluations after the random steps, each the mean of it
-    and the ones before it (SMOOTH_WINDOW in all), as the seeds reports' smoothed columns."""
-    steps, values = run.curve(metric)
-    if not smooth:
-        return steps, values
-    keep = steps > int(str(run.config.get("algorithm.init_steps", 0)))
-    return steps[keep], np.array(trailing_mean(list(values[keep])))
-
-
 def interval_band(
     curves: list[tuple[np.ndarray, np.ndarray]], grid: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -105,32 +95,28 @@ def draw_curves(
 ) -> None:
     """Per setting its mean over seeds and a band, ±std or (``interval``) the 95 % bootstrap
     interval of the mean where 4 seeds or more reached the step (the legend says which, with
-    n); ``smooth``: each seed's curve smoothed first (:func:`run_curve`); and a reference curve
-    over the runs' range of steps; titled with the env and the steps the runs reached. Each
-    setting has its own line style and marker, later ones drawn on top."""
+    n, each entry a line over its band), the line faded where too few of its seeds reached
+    the step for an interval; ``smooth``: each seed's curve smoothed first
+    (:func:`run_curve`); a reference curve over the runs' range of steps; where the random
+    steps end; titled with the env and the steps the runs reached. Each setting has its own
+    colour, line style and marker, the same whatever the settings' order (``--baseline``
+    reorders them), later ones drawn on top."""
     runs = [run for s in settings for run in s.runs]
     last = max((float(run.curve(metric)[0].max(initial=0)) for run in runs), default=0.0)
+    handles: list[Any] = []
     if reference is not None:
         keep = reference.steps <= last + 1000
         keep[:2] = True  # (a line needs two points: runs short of its second still get one)
         x, m, sd = reference.steps[keep], reference.mean[keep], reference.std[keep]
         label = f"{reference.label}, published: mean ± std over its seeds"
-        ax.plot(x, m, color="k", ls=(0, (1, 1)), lw=2, label=label, zorder=2)
-        ax.fill_between(x, m - sd, m + sd, alpha=0.10, color="k", lw=0, zorder=1)
+        line = ax.plot(x, m, color="k", ls=(0, (1, 1)), lw=2, label=label, zorder=2)[0]
+        handles.append((line, ax.fill_between(x, m - sd, m + sd, alpha=0.10, color="k", lw=0)))
+    order = sorted(s.label for s in settings)
     for i, s in enumerate(settings):
         curves = [c for c in (run_curve(run, metric, smooth) for run in s.runs) if len(c[0])]
-        if not curves:
-            continue
-        grid, mean, std, n = band(curves)
-        ls, marker = STYLES[i % len(STYLES)]
-        low, high = int(n.min()), int(n.max())  # (n: the seeds that reached each step)
-        seeds = f"{high}" if low == high else f"{low}–{high}"
-        what = "mean, 95 % bootstrap interval," if interval else "mean ± std"
-        label = f"{s.label}: {what} over {seeds} seed{'' if high == 1 else 's'}"
-        (line,) = ax.plot(grid, mean, ls=ls, marker=marker, ms=4, mfc="none", lw=1.6,
-                          label=label, zorder=3 + i)  # fmt: skip
-        lo, hi, where = interval_band(curves, grid) if interval else (mean - std, mean + std, None)
-        ax.fill_between(grid, lo, hi, where=where, alpha=0.15, color=line.get_color(), lw=0)
+        if curves:
+            handles.append(_setting(ax, s.label, curves, order.index(s.label), i, interval))
+    _random_steps(ax, runs, smooth, last)
     title = f"{env_name(runs)}: {len(runs)} runs, up to {last:,.0f} env steps"
     if smooth:
         last_few = f"the mean of its last {SMOOTH_WINDOW} evaluations past its random steps"
@@ -139,8 +125,47 @@ def draw_curves(
     ax.set_xlabel("env steps")
     ax.set_ylabel(AXIS_LABELS.get(metric, metric))
     ax.grid(alpha=0.3)
-    if ax.get_legend_handles_labels()[0]:  # (no run has evaluated yet: nothing to name)
-        ax.legend(fontsize=8)
+    if handles:  # (no run has evaluated yet: nothing to name)
+        ax.legend(handles, [h[0].get_label() for h in handles], fontsize=8)
+
+
+def _setting(
+    ax: Any,
+    label: str,
+    curves: list[tuple[np.ndarray, np.ndarray]],
+    style: int,
+    depth: int,
+    interval: bool,
+) -> tuple[Any, Any]:
+    """One setting's mean line (faded where fewer than :data:`INTERVAL_SEEDS` of its seeds, or
+    fewer than all where it has fewer, reached the step) and band, in its colour and style
+    number ``style``; (line, band) for the legend."""
+    grid, mean, std, n = band(curves)
+    ls, marker = STYLES[style % len(STYLES)]
+    low, high = int(n.min()), int(n.max())  # (n: the seeds that reached each step)
+    seeds = f"{high}" if low == high else f"{low}–{high}"
+    what = "mean, 95 % bootstrap interval," if interval else "mean ± std"
+    # (faded where too few seeds for an interval: a mean of two or three says little)
+    enough = min(high, INTERVAL_SEEDS)
+    fewer = f", faded where under {enough}" if low < enough else ""
+    text = f"{label}: {what} over {seeds} seed{'' if high == 1 else 's'}{fewer}"
+    color, zorder = f"C{style % 10}", 3 + depth
+    kw = {"color": color, "ls": ls, "marker": marker, "ms": 4, "mfc": "none", "lw": 1.6}
+    ax.plot(grid, mean, alpha=0.35, zorder=zorder, **kw)  # (every step, faded)
+    (line,) = ax.plot(grid, np.where(n >= enough, mean, np.nan), label=text, zorder=zorder, **kw)
+    lo, hi, where = interval_band(curves, grid) if interval else (mean - std, mean + std, None)
+    return line, ax.fill_between(grid, lo, hi, where=where, alpha=0.15, color=color, lw=0)
+
+
+def _random_steps(ax: Any, runs: list[Run], smooth: bool, last: float) -> None:
+    """A dotted vertical line where the runs' random steps end, where they share that step
+    and it falls inside the plot (smoothed curves start past it: no line)."""
+    ends = {int(str(r.config.get("algorithm.init_steps", 0))) for r in runs}
+    if smooth or len(ends) != 1 or not 0 < (end := ends.pop()) < last:
+        return
+    ax.axvline(end, color="0.5", lw=0.8, ls=":", zorder=1)
+    ax.annotate(f" random steps end ({end:,})", (end, 0.01), xycoords=("data", "axes fraction"),
+                va="bottom", fontsize=7, color="0.4")  # fmt: skip
 
 
 def plot_phases(settings: list[Setting], out: str) -> list[str]:

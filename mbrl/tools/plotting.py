@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from omegaconf import OmegaConf
 
-from mbrl.tools.stats import summarize
+from mbrl.tools.stats import SMOOTH_WINDOW, summarize, trailing_mean
 
 # Keys that say how a run ran, not what it is: never a setting's label.
 IGNORED: tuple[str, ...] = ("seed", "resume", "total_steps", "logger.", "checkpoint.", "eval.")
@@ -204,12 +204,24 @@ def _varying(runs: list[Run]) -> list[str]:
     return chosen + rest
 
 
-def summary_table(settings: list[Setting], metric: str) -> str:
+def run_curve(run: Run, metric: str, smooth: bool) -> tuple[np.ndarray, np.ndarray]:
+    """A run's curve; ``smooth``: its evaluations after the random steps, each the mean of it
+    and the ones before it (SMOOTH_WINDOW in all), as the seeds reports' smoothed columns."""
+    steps, values = run.curve(metric)
+    if not smooth:
+        return steps, values
+    keep = steps > int(str(run.config.get("algorithm.init_steps", 0)))
+    return steps[keep], np.array(trailing_mean(list(values[keep])))
+
+
+def summary_table(settings: list[Setting], metric: str, smooth: bool = False) -> str:
     """A text table, per setting: seeds, each run's last value at or before the last step every
     run reached (mean and std across seeds) and the AUC up to that step (the curve's mean
-    height over it), so that settings and seeds compare over the same steps; a run with no
-    value that early (another logging schedule) is left out and named."""
-    curves = [(s, [(r, r.curve(metric)) for r in s.runs]) for s in settings]
+    height over it: the random steps' evaluations included, or with ``smooth`` each curve
+    smoothed as :func:`run_curve` does, from the first past the random steps), so that
+    settings and seeds compare over the same steps; a run with no value that early (another
+    logging schedule) is left out and named."""
+    curves = [(s, [(r, run_curve(r, metric, smooth)) for r in s.runs]) for s in settings]
     ends = [c[0][-1] for _, rc in curves for _, c in rc if len(c[0])]
     if not ends:
         return f"no run has logged {metric} yet"
@@ -230,7 +242,13 @@ def summary_table(settings: list[Setting], metric: str) -> str:
         if finals:
             rows.append((s.label, summarize(finals), float(np.mean(aucs))))
     width = max([len("setting"), *(len(label) for label, _, _ in rows)])
-    at = f"at step {upto:,.0f} (the last every run reached; AUC up to it)"
+    at = f"at step {upto:,.0f} (the last every run reached; AUC: the curve's mean height up to it"
+    at += (
+        f"; each seed smoothed first, the mean of its last {SMOOTH_WINDOW} evaluations past its "
+        "random steps)"
+        if smooth
+        else ", from its first evaluation, the random steps' included)"
+    )
     what = "return" if metric == "eval/return_mean" else metric
     lines = [at, f"{'setting':<{width}}  seeds  {what} there (mean ± std)     AUC"]
     for label, final, auc in rows:  # (one seed has no spread to state: no "± 0.0")
