@@ -184,7 +184,8 @@ def test_the_curves_figure_names_env_band_and_axis(campaign: str) -> None:
         "model=flow: mean ± std over 5 seeds",
     ]
     assert legend[0].startswith("mbpo_hopper, published: mean ± std")
-    gauss, flow = ax.lines[1], ax.lines[2]  # their first 5000 steps coincide (paired seeds)
+    named = [ln for ln in ax.lines if not ln.get_label().startswith("_")]  # (not the faded)
+    gauss, flow = named[1], named[2]  # their first 5000 steps coincide (paired seeds)
     assert np.allclose(np.asarray(gauss.get_ydata())[:5], np.asarray(flow.get_ydata())[:5])
     assert gauss.get_linestyle() != flow.get_linestyle() and gauss.get_marker() != flow.get_marker()
     assert flow.get_zorder() > gauss.get_zorder() and flow.get_markerfacecolor() == "none"
@@ -209,3 +210,11 @@ def test_a_paired_table_with_no_pair_yet_says_so() -> None:
     assert "(n=2): too few seeds for an interval, so no difference can be established" in (
         paired_text([first, later])
     )
+
+
+def test_a_span_of_one_step_is_that_step() -> None:
+    """A campaign paired at one step past its random steps says "(1,500)", not
+    "(1,500–1,500)"."""
+    from mbrl.tools.seed_tables import _span
+
+    assert (_span(1500, 1500), _span(6000, 8000)) == ("1,500", "6,000–8,000")

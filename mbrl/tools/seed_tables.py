@@ -277,12 +277,17 @@ def paired_text(settings: list[Setting]) -> str:
             summary, first, last = found
             lines.append(
                 f"{label}, each seed's mean difference over the steps both its runs reached "
-                f"after the random steps ({first:,}–{last:,}): {summary.text(signed=True)}"
+                f"after the random steps ({_span(first, last)}): {summary.text(signed=True)}"
                 f"{_verdict(summary)}"
             )
     base = settings[0].label
     for label, counts in paired_counts(settings).items():
-        span = f"{counts.steps[0]:,}–{counts.steps[-1]:,}"
+        span = _span(counts.steps[0], counts.steps[-1])
         lines.append(f"{label} − {base}, stand-still counts by seed over the same steps ({span}):")
         lines.append(counts_table((base, label), counts))
     return "\n\n".join(lines)
+
+
+def _span(first: int, last: int) -> str:
+    """``6,000–9,000``, or ``6,000`` where the steps are one."""
+    return f"{first:,}" if first == last else f"{first:,}–{last:,}"
