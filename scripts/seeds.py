@@ -29,6 +29,7 @@ from typing import Any
 import _checkout  # noqa: F401  (this checkout's mbrl ahead of installed ones)
 
 from mbrl.envs.vector import CORES_ENV
+from mbrl.runtime.inert_settings import campaign_warnings
 from mbrl.runtime.utils import write_atomic
 from mbrl.tools.campaign_eta import campaign
 from mbrl.tools.mps import MODES, Mps, wanted
@@ -36,7 +37,9 @@ from mbrl.tools.mps import start as start_mps
 from mbrl.tools.published import reference_for
 from mbrl.tools.seed_report import (
     CAMPAIGN,
+    campaign_steps,
     commit,
+    load_now,
     load_settings,
     plural,
     report_header,
@@ -99,7 +102,8 @@ def arguments() -> argparse.Namespace:
     p.add_argument("--report-every", type=float, default=300.0, help="seconds between reports")
     p.add_argument(
         "--report-only", action="store_true", help="write the report and exit (overrides, "
-        "variants and seeds not given: the campaign's own, from OUT/seeds.json)"
+        "variants and seeds not given: the campaign's own, from OUT/seeds.json; its warnings "
+        "for the steps its runs were last taken to, unless --steps)"
     )  # fmt: skip
     return p.parse_intermixed_args(_joined(sys.argv[1:]))
 
@@ -132,17 +136,16 @@ def variants(vary: list[str], given: list[str]) -> list[Variant]:
 
 def check(
     base: list[str], arms: list[Variant], steps: int | None, report_only: bool = False
-) -> tuple[int, str, set[str], list[str]]:
+) -> tuple[int, str, set[str], list[tuple[str, Any]]]:
     """Every variant's config, validated as train.py would before anything starts; returns
-    (the runs' env steps, the device they train on, their envs, the warnings of settings that
-    cannot act in them, as train.py's start block gives them). A report alone reads files:
+    (the runs' env steps, the device they train on, their envs, each variant's label and
+    config). A report alone reads files:
     its configs are validated on the CPU, so a GPU campaign's runs can be reported on a machine
     without one."""
     from hydra import compose, initialize_config_dir
 
     from mbrl.launch import register_resolvers
     from mbrl.overrides import check_overrides
-    from mbrl.runtime.inert_settings import campaign_warnings
     from mbrl.runtime.utils import resolve_device
     from mbrl.runtime.validate import validate
 
@@ -164,8 +167,7 @@ def check(
             configs.append((arm.label, cfg))
     if len(totals) > 1:
         raise ValueError(f"the variants' total_steps differ ({sorted(totals)}); set --steps")
-    total = totals.pop()
-    return total, device, envs, campaign_warnings(configs, total)
+    return totals.pop(), device, envs, configs
 
 
 def import_plugins(out: str) -> None:
@@ -219,9 +221,10 @@ def _checked(args: argparse.Namespace) -> tuple[Any, ...]:
     if args.batch < 1:
         raise ValueError(f"--batch {args.batch}: give 1 or more seeds per process")
     import_plugins(args.out)
-    steps, device, envs, warns = check(args.overrides, arms, args.steps, args.report_only)
+    steps, device, envs, configs = check(args.overrides, arms, args.steps, args.report_only)
     reference = reference_for(args.reference, envs)
     plan = manifest(args.out, args.overrides, arms, seeds, write=not args.report_only)
+    warns = campaign_warnings(configs, steps, len(plan["variants"]))  # (settings that cannot act)
     return seeds, arms, budget, steps, device, reference, plan, warns
 
 
@@ -233,10 +236,7 @@ def _as_the_campaign(args: argparse.Namespace) -> None:
         args.variant = [" ".join(v) for v in saved.get("variants", [])]
     if args.seeds is None and saved:
         args.seeds = ",".join(str(s) for s in saved["seeds"])
-    if args.steps is None:  # (the last invocation's target: its warnings are the report's)
-        last = (_read_json(os.path.join(args.out, "invocations.json"), []) or [{}])[-1]
-        reached = max((r["after"] for r in last.get("runs", {}).values()), default=None)
-        args.steps = last.get("steps") or reached or None
+    args.steps = args.steps or campaign_steps(args.out)  # (for the warnings it gives)
 
 
 def main() -> int:
@@ -257,7 +257,7 @@ def main() -> int:
 
     def report() -> None:
         record["end"] = time.time()
-        record.setdefault("load", []).append(round(os.getloadavg()[0], 2))  # (shared or not)
+        record.setdefault("load", []).extend(load_now())  # (shared or not)
         record["runs"] = {
             j.name: {
                 "before": j.before,
@@ -296,7 +296,7 @@ def main() -> int:
         memory = GpuMemory() if device == "cuda" else None
         head = f"{len(chosen)} runs ({len(arms)} variants x {len(seeds)} seeds)"
         print(_start(args, head, len(units), steps, procs, f"{device}, {mps_text}"), *split,
-              *warns, sep="\n", file=sys.stderr)  # fmt: skip
+              *(w.line() for w in warns), sep="\n", file=sys.stderr)  # fmt: skip
         for target in stages(steps, args.stage):
             pool.run(units, target)
             if not pool.can_start():  # (the budget is spent, or Ctrl-C)

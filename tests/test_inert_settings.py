@@ -10,7 +10,13 @@ from test_cli import TINY, _run
 from test_fidelity import composed
 
 from mbrl.config import Config
-from mbrl.runtime.inert_settings import given_warnings, inert_sweeps, swept_values, warnings_for
+from mbrl.runtime.inert_settings import (
+    campaign_warnings,
+    given_warnings,
+    inert_sweeps,
+    swept_values,
+    warnings_for,
+)
 from mbrl.schedule import rollout_length
 
 GROUPS = ("env", "algorithm", "model", "algorithm_env")
@@ -132,3 +138,23 @@ def test_a_multirun_warns_before_its_jobs(train_cmd: list[str], tmp_path: str) -
     assert sweep_warning < proc.stderr.index("FlowMBPO: MBPO")  # before the first job starts
     # Each job's own start block names it too (its max_length differs from min_length: 10).
     assert proc.stderr.count("warning: rollout.max_length cannot act in this run") == 1
+
+
+def test_a_campaigns_warnings_name_the_variants_they_hold_for() -> None:
+    """seeds.py's warnings: each said once; a warning that holds for some of the campaign's
+    variants names them (a command running one variant of two names it too), one that holds
+    for all does not."""
+    from test_trainer import tiny_config
+
+    late = tiny_config("pendulum", **{"algorithm.init_steps": 400, "eval.every": 500})
+    early = tiny_config("pendulum", **{"algorithm.init_steps": 100, "eval.every": 500})
+    both = campaign_warnings([("late", late), ("early", early)], 300, variants=2)
+    lines = [w.line() for w in both]
+    sac = "SAC (agent.*) cannot act in these runs: no SAC update: algorithm.init_steps=400"
+    ends = "random steps fill the whole run (the run ends at total_steps=300)"
+    assert [line for line in lines if "SAC" in line] == [f"warning (late): {sac} {ends}"]
+    evals = [w for w in both if w.text.startswith("eval.every=500 cannot act in these runs")]
+    assert len(evals) == 1 and evals[0].labels is None and evals[0].line().startswith("warning: ")
+    assert [w.item() for w in both if w.labels] == [f"in the runs of late: {sac} {ends}"]
+    one = campaign_warnings([("early", early)], 300, variants=2)  # (this command's one variant)
+    assert {w.labels for w in one} == {("early",)}

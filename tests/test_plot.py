@@ -409,7 +409,7 @@ def test_a_settings_colour_and_style_do_not_depend_on_the_order() -> None:
     for order in ([a, b], [b, a]):
         _, ax = _figure((5, 3))
         draw_curves(ax, order, "eval/return_mean", None)
-        named = [ln for ln in ax.get_lines() if not ln.get_label().startswith("_")]
+        named = [ln for ln in ax.get_lines() if not str(ln.get_label()).startswith("_")]
         looks.append({ln.get_label(): (ln.get_color(), ln.get_linestyle()) for ln in named})
     assert looks[0] == looks[1] and len(set(looks[0].values())) == 2
 
@@ -428,3 +428,12 @@ def test_the_summary_of_smoothed_curves_is_the_smoothed_values() -> None:
     assert "each seed smoothed first" in text.splitlines()[0]
     raw = summary_table([Setting("s", [_fake_run("a", 0, values)])], "eval/return_mean")
     assert f" {80.0:.1f} " in raw.splitlines()[2] and "random steps' included" in raw
+    # a run with no evaluation past its random steps has nothing to smooth: named, not counted
+    young = _fake_run("y", 1, {1000: 0.0, 2000: 0.0})
+    text = summary_table(
+        [Setting("s", [_fake_run("a", 0, values), young])], "eval/return_mean", True
+    )
+    assert text.splitlines()[2].split()[1] == "1", text  # (one seed)
+    assert text.endswith("(left out, no eval/return_mean past its random steps yet: y)")
+    alone = summary_table([Setting("s", [young])], "eval/return_mean", True)
+    assert alone == "no run has logged eval/return_mean past its random steps yet"

@@ -184,7 +184,7 @@ def test_the_curves_figure_names_env_band_and_axis(campaign: str) -> None:
         "model=flow: mean ± std over 5 seeds",
     ]
     assert legend[0].startswith("mbpo_hopper, published: mean ± std")
-    named = [ln for ln in ax.lines if not ln.get_label().startswith("_")]  # (not the faded)
+    named = [ln for ln in ax.lines if not str(ln.get_label()).startswith("_")]  # (not faded)
     gauss, flow = named[1], named[2]  # their first 5000 steps coincide (paired seeds)
     assert np.allclose(np.asarray(gauss.get_ydata())[:5], np.asarray(flow.get_ydata())[:5])
     assert gauss.get_linestyle() != flow.get_linestyle() and gauss.get_marker() != flow.get_marker()

@@ -411,13 +411,17 @@ def test_settings_that_cannot_act_are_warned_of_at_the_start_and_in_the_report(
     evals = "warning: eval.every=100 cannot act in these runs: its first step would be 100"
     assert sum(line.startswith(evals) for line in lines) == 1, res.stderr  # (both variants)
     assert not any("init_steps=50 random steps" in line for line in lines), res.stderr
-    for args in ([], ["--report-only"]):  # (the run's report, then one written again)
+    bundle = os.path.join(tmp_path, "bundle")  # (its metrics alone: no invocations.json)
+    with tarfile.open(os.path.join(out, "metrics.tar.gz")) as tar:
+        tar.extractall(bundle, filter="data")
+    again = [out, "--report-only"], [bundle, "--seeds", "0", *arms, "--report-only", "--", *TINY]
+    for args in ([], *again):  # (the run's report, then written again from its folder, bundle)
         if args:
             os.remove(os.path.join(out, "summary.md"))
-            cmd = [sys.executable, os.path.join(ROOT, "scripts", "seeds.py"), out, *args]
-            again = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-            assert again.returncode == 0, again.stderr
-        with open(os.path.join(out, "summary.md"), encoding="utf-8") as f:
+            cmd = [sys.executable, os.path.join(ROOT, "scripts", "seeds.py"), *args]
+            res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+            assert res.returncode == 0, res.stderr
+        with open(os.path.join(args[0] if args else out, "summary.md"), encoding="utf-8") as f:
             report = f.read()
         assert f"- in the runs of algorithm.init_steps=100: {sac}" in report, report
         assert f"- {evals.removeprefix('warning: ')}" in report, report

@@ -121,19 +121,36 @@ def warnings_for(cfg: Config) -> list[str]:
     ]
 
 
-def campaign_warnings(configs: list[tuple[str, Config]], steps: int) -> list[str]:
+@dataclass(frozen=True)
+class Warned:
+    """A campaign's start-up warning: its text, and the variants it holds for (None: all)."""
+
+    text: str
+    labels: tuple[str, ...] | None
+
+    def line(self) -> str:
+        """As the console says it: ``warning (a, b): text`` or ``warning: text``."""
+        return "warning" + ("" if self.labels is None else f" ({self._for()})") + f": {self.text}"
+
+    def item(self) -> str:
+        """As the report lists it."""
+        return self.text if self.labels is None else f"in the runs of {self._for()}: {self.text}"
+
+    def _for(self) -> str:
+        return ", ".join(self.labels or ())
+
+
+def campaign_warnings(configs: list[tuple[str, Config]], steps: int, variants: int) -> list[Warned]:
     """``scripts/seeds.py``'s start-up warnings: :func:`warnings_for` of each variant's config
-    (label, config) run to ``steps``, each said once, naming the variants it holds for unless
-    it holds for all (a campaign shorter than the random steps learns nothing)."""
+    (label, config) run to ``steps``, each said once, with the variants it holds for unless it
+    holds for all ``variants`` of the campaign (a campaign shorter than the random steps
+    learns nothing)."""
     holds: dict[str, list[str]] = {}
     for label, cfg in configs:
         for line in warnings_for(dataclasses.replace(cfg, total_steps=steps)):
             said = line.removeprefix("warning: ").replace(" in this run: ", " in these runs: ")
             holds.setdefault(said, []).append(label)
-    return [
-        f"warning{'' if len(labels) == len(configs) else ' (' + ', '.join(labels) + ')'}: {line}"
-        for line, labels in holds.items()
-    ]
+    return [Warned(t, None if len(ls) == variants else tuple(ls)) for t, ls in holds.items()]
 
 
 def given_warnings(cfg: Config, keys: list[str]) -> list[str]:

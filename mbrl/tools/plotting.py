@@ -220,15 +220,18 @@ def summary_table(settings: list[Setting], metric: str, smooth: bool = False) ->
     height over it: the random steps' evaluations included, or with ``smooth`` each curve
     smoothed as :func:`run_curve` does, from the first past the random steps), so that
     settings and seeds compare over the same steps; a run with no value that early (another
-    logging schedule) is left out and named."""
+    logging schedule), or none past its random steps to smooth, is left out and named."""
     curves = [(s, [(r, run_curve(r, metric, smooth)) for r in s.runs]) for s in settings]
     ends = [c[0][-1] for _, rc in curves for _, c in rc if len(c[0])]
     if not ends:
-        return f"no run has logged {metric} yet"
-    upto, rows, left_out, earlier = min(ends), [], [], []
+        return f"no run has logged {metric}{' past its random steps' * smooth} yet"
+    upto, rows, left_out, earlier, random = min(ends), [], [], [], []
     for s, rc in curves:
         finals, aucs = [], []
         for run, (steps, values) in rc:
+            if not len(steps) and len(run.curve(metric)[0]):  # (smoothed: none past them yet)
+                random.append(run.path)
+                continue
             keep = steps <= upto
             if not keep.any():
                 left_out += [run.path] if len(steps) else []
@@ -258,6 +261,8 @@ def summary_table(settings: list[Setting], metric: str, smooth: bool = False) ->
         lines.append(f"(their last {metric} before step {upto:,.0f}: {', '.join(earlier)})")
     if left_out:
         lines.append(f"(left out, no {metric} by step {upto:,.0f}: {', '.join(left_out)})")
+    if random:
+        lines.append(f"(left out, no {metric} past its random steps yet: {', '.join(random)})")
     return "\n".join(lines)
 
 

@@ -4,6 +4,7 @@ each variant's band, the throughput of each invocation, and a small bundle of th
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import shlex
@@ -15,8 +16,10 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import yaml
 
 from mbrl.runtime import runlock
+from mbrl.runtime.inert_settings import Warned
 from mbrl.runtime.utils import write_atomic
 from mbrl.tools.figures import plot_curves
 from mbrl.tools.plotting import Reference, Run, Setting, load_run
@@ -274,7 +277,7 @@ def report_only(out: str, report_dir: str, chosen: list[Job], report: Callable[[
 
 
 def report_header(
-    overrides: list[str], size: tuple[int, int], at: str, ran: list[str], warns: list[str]
+    overrides: list[str], size: tuple[int, int], at: str, ran: list[str], warns: list[Warned]
 ) -> str:
     """The report's first lines: the campaign (``size``: seeds, variants), the command, when
     it was written, the commits its runs ran at where they were several (a campaign continued
@@ -293,17 +296,29 @@ def report_header(
     )
     if not warns:
         return head
-    said = "\n".join(f"- {_warned(w)}" for w in warns)
+    said = "\n".join(f"- {w.item()}" for w in warns)
     return f"{head}\n\n**Warnings** (each run's start block gives them too):\n\n{said}"
 
 
-def _warned(line: str) -> str:
-    """A start-up warning as the report lists it: ``warning (a, b): text`` as ``in the runs of
-    a, b: text``, ``warning: text`` (every variant's) as ``text``."""
-    if line.startswith("warning ("):
-        labels, text = line.removeprefix("warning (").split("): ", 1)
-        return f"in the runs of {labels}: {text}"
-    return line.removeprefix("warning: ")
+def campaign_steps(out: str) -> int | None:
+    """The env steps a campaign's runs were last taken to (the largest ``total_steps`` of
+    their configs; None without a run), for a report's warnings: its own folder's, or an
+    extracted bundle's (which has no invocations.json)."""
+    totals = []
+    for path in glob.glob(os.path.join(out, "runs", "*", "seed_*", "config.yaml")):
+        with open(path, encoding="utf-8") as f:
+            config = yaml.safe_load(f)
+        if isinstance(config, dict) and isinstance(config.get("total_steps"), int):
+            totals.append(config["total_steps"])
+    return max(totals, default=None)
+
+
+def load_now() -> list[float]:
+    """The machine's 1-minute load average, or nothing where the platform has none."""
+    try:
+        return [round(os.getloadavg()[0], 2)]
+    except (AttributeError, OSError):  # (Windows; a load that cannot be read)
+        return []
 
 
 def commit() -> str:
