@@ -155,6 +155,6 @@ def test_a_campaigns_warnings_name_the_variants_they_hold_for() -> None:
     assert [line for line in lines if "SAC" in line] == [f"warning (late): {sac} {ends}"]
     evals = [w for w in both if w.text.startswith("eval.every=500 cannot act in these runs")]
     assert len(evals) == 1 and evals[0].labels is None and evals[0].line().startswith("warning: ")
-    assert [w.item() for w in both if w.labels] == [f"in the runs of late: {sac} {ends}"]
+    assert [w.listed() for w in both if w.labels] == [f"in the runs of late: {sac} {ends}"]
     one = campaign_warnings([("early", early)], 300, variants=2)  # (this command's one variant)
     assert {w.labels for w in one} == {("early",)}

@@ -132,7 +132,7 @@ class Warned:
         """As the console says it: ``warning (a, b): text`` or ``warning: text``."""
         return "warning" + ("" if self.labels is None else f" ({self._for()})") + f": {self.text}"
 
-    def item(self) -> str:
+    def listed(self) -> str:
         """As the report lists it."""
         return self.text if self.labels is None else f"in the runs of {self._for()}: {self.text}"
 

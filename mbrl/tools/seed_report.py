@@ -167,11 +167,12 @@ def throughput(invocations: list[dict[str, Any]]) -> list[str]:
         runs, total, wall, each = _rates(inv)
         batch = inv.get("batch", 1)
         seeds = f" ({batch} seeds each, batched)" if batch > 1 else ""
+        load = f"; {text}" if (text := _load(inv)) else ""
         lines.append(
             f"invocation {i}: {plural(inv['procs'], 'process')}{seeds} on "
             f"{inv['device']}, {plural(runs, 'run')}, {total:,} env steps in {wall:,.0f} s: "
             f"{total / max(wall, 1e-9):,.1f} env steps/s together, "
-            f"{each:,.1f} per run (median){'; ' * bool(_load(inv))}{_load(inv)}"
+            f"{each:,.1f} per run (median){load}"
         )
     return lines
 
@@ -296,7 +297,7 @@ def report_header(
     )
     if not warns:
         return head
-    said = "\n".join(f"- {w.item()}" for w in warns)
+    said = "\n".join(f"- {w.listed()}" for w in warns)
     return f"{head}\n\n**Warnings** (each run's start block gives them too):\n\n{said}"
 
 
