@@ -27,7 +27,13 @@ from mbrl.runtime.logger import Logger, SilentLogger, WandbSink, set_aside_logs,
 from mbrl.runtime.progress import Progress, episodes
 from mbrl.runtime.speed import resolve_speed
 from mbrl.runtime.timer import PhaseTimer
-from mbrl.runtime.utils import configure_cpu, resolve_device, rss_mb, write_atomic
+from mbrl.runtime.utils import (
+    configure_cpu,
+    device_text,
+    resolve_device,
+    rss_mb,
+    write_atomic,
+)
 from mbrl.runtime.validate import to_yaml
 from mbrl.schedule import crossed
 from mbrl.seeding import seed_everything
@@ -47,6 +53,7 @@ class Trainer:
         configure_cpu(cfg.threads, cfg.flush_denormal)
         seed_everything(cfg.seed)  # the same initial weights on every rank
         self.device = distributed.start(resolve_device(cfg.device))
+        self.device_name = device_text(self.device)
         n = cfg.env.num_envs
         mode, version = resolve_vector(cfg.env.vector, n), cfg.env.version
         envs = make_vector_env(cfg.env.name, n, mode, cfg.env.max_episode_steps, version=version)
@@ -270,6 +277,7 @@ class Trainer:
         if self.device.type == "cuda":  # (what several runs on one GPU each hold at most)
             metrics["process/gpu_peak_mb"] = torch.cuda.max_memory_reserved(self.device) / 2**20
         metrics.update(self.algo.ran())  # what ran: compiled or eager, graphed or not, why
+        metrics["speed/device"] = self.device_name  # (a figure names the machine)
         self._watch(self.logger.log(self.env_steps, metrics))
 
 

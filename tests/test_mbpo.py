@@ -158,8 +158,10 @@ def test_metrics_file_parses(tmp_path: str) -> None:
     run = os.path.join(tmp_path, "run")
     Trainer(mbpo_config(total_steps=200), run).run()
     with open(os.path.join(run, "metrics.jsonl"), encoding="utf-8") as f:
-        for line in f:
-            assert "step" in json.loads(line)
+        rows = [json.loads(line) for line in f]
+    assert all("step" in r for r in rows)
+    machine = {r["speed/device"] for r in rows if "speed/device" in r}  # (a figure's title)
+    assert machine == {f"CPU, {os.cpu_count()} cores"}
 
 
 @pytest.mark.cuda
@@ -174,6 +176,7 @@ def test_cuda_compiled_run(tmp_path: str) -> None:
     assert rows and all(math.isfinite(r["learner/q_loss"]) for r in rows)
     assert rows[-1]["speed/sac_update"] == "compiled, graphed"  # (logged with the losses)
     assert rows[-1]["speed/model_fit"] == "compiled, graphed"
+    assert rows[-1]["speed/device"] == torch.cuda.get_device_name()
 
 
 def test_bench_times_a_trained_agent_both_ways(tmp_path: str) -> None:

@@ -221,7 +221,8 @@ def test_the_rate_past_the_random_steps(tmp_path: str) -> None:
             _row(6000, 640.0, 18.0, **{"speed/sac_update": "eager"}),
             # a resume at once (its stamp 21 s after, over 20 s of which 8 s ran before it)
             _row(7000, 661.0, 20.0,
-                 **{"process/carried_seconds": 8.0, "speed/sac_update": "eager"})]  # fmt: skip
+                 **{"process/carried_seconds": 8.0, "speed/sac_update": "eager",
+                    "speed/device": "NVIDIA H200"})]  # fmt: skip
     with open(os.path.join(run, "metrics.jsonl"), "w", encoding="utf-8") as f:
         f.writelines(rows)
     got = run_speed(run, since=95.0)  # (the line at 1000 came before this invocation)
@@ -231,6 +232,7 @@ def test_the_rate_past_the_random_steps(tmp_path: str) -> None:
     # line names)
     assert (got["steps"], got["seconds"]) == (2000, pytest.approx(30.0))
     assert (got["first"], got["last"]) == (110.0, 640.0)
+    # (what ran, not where: the invocation names its device)
     assert got["ran"] == {"speed/sac_update": "eager"} and got["gpu_peak_mb"] == 900.0
     assert run_speed(run, since=700.0) is None
     other = {**got, "steps": 1000, "seconds": 20.0, "first": 100.0, "last": 650.0}

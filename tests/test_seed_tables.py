@@ -218,3 +218,36 @@ def test_a_span_of_one_step_is_that_step() -> None:
     from mbrl.tools.seed_tables import _span
 
     assert (_span(1500, 1500), _span(6000, 8000)) == ("1,500", "6,000–8,000")
+
+
+def test_the_curves_title_names_the_machines_the_runs_recorded() -> None:
+    """Each machine a run's ``speed/device`` rows name, once, in the order met; none for
+    runs that recorded none (runs from before the key)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from mbrl.tools.plotting import Setting
+
+    config: dict[str, object] = {"env.name": "hopper", "env.version": "v4"}
+
+    def run(device: str | None, returns: list[float]) -> Run:
+        rows: list[dict[str, object]] = [
+            {"step": 1000 * (i + 1), "eval/return_mean": v} for i, v in enumerate(returns)
+        ]
+        if device:
+            rows.append({"step": 1000 * len(returns), "speed/device": device})
+        return Run(path="r", config=config, rows=rows)
+
+    titles = []
+    for devices in (["NVIDIA H200", "NVIDIA H200", "CPU, 2 cores"], [None, None]):
+        fig, ax = plt.subplots()
+        runs = [run(d, [10.0, 20.0 + i]) for i, d in enumerate(devices)]
+        draw_curves(ax, [Setting("a", runs)], "eval/return_mean", None)
+        titles.append(ax.get_title())
+        plt.close(fig)
+    assert titles == [
+        "Hopper-v4 on NVIDIA H200, CPU, 2 cores: 3 runs, up to 2,000 env steps",
+        "Hopper-v4: 2 runs, up to 2,000 env steps",
+    ]

@@ -36,6 +36,14 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+def device_text(device: torch.device) -> str:
+    """The machine a run ran on, as its figures name it: the GPU's model, or the CPU's cores
+    (``NVIDIA H200``, ``CPU, 2 cores``)."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"{device.type.upper()}, {os.cpu_count()} cores"
+
+
 def configure_cpu(threads: int, flush_denormal: bool) -> None:
     """Intra-op threads per process, and whether denormal floats are flushed to zero (the
     FTZ/DAZ flags of this thread and those it starts; a no-op off x86). Why each, measured:

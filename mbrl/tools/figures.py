@@ -47,6 +47,13 @@ def env_name(runs: list[Run]) -> str:
     return ", ".join(dict.fromkeys(names)) or "env not recorded"
 
 
+def machines(runs: list[Run]) -> str:
+    """`` on <machine>`` as the runs' ``speed/device`` rows name it (several: each once);
+    empty for runs that did not record it (older runs)."""
+    names = [str(r["speed/device"]) for run in runs for r in run.rows if r.get("speed/device")]
+    return f" on {', '.join(dict.fromkeys(names))}" if names else ""
+
+
 def plot_curves(
     settings: list[Setting],
     out: str,
@@ -98,9 +105,9 @@ def draw_curves(
     n, each entry a line over its band), the line faded where too few of its seeds reached
     the step for an interval; ``smooth``: each seed's curve smoothed first
     (:func:`run_curve`); a reference curve over the runs' range of steps; where the random
-    steps end; titled with the env and the steps the runs reached. Each setting has its own
-    colour, line style and marker, the same whatever the settings' order (``--baseline``
-    reorders them), later ones drawn on top."""
+    steps end; titled with the env, the machines and the steps the runs reached. Each setting
+    has its own colour, line style and marker, the same whatever the settings' order
+    (``--baseline`` reorders them), later ones drawn on top."""
     runs = [run for s in settings for run in s.runs]
     last = max((float(run.curve(metric)[0].max(initial=0)) for run in runs), default=0.0)
     handles: list[Any] = []
@@ -117,7 +124,7 @@ def draw_curves(
         if curves:
             handles.append(_setting(ax, s.label, curves, order.index(s.label), i, interval))
     _random_steps(ax, runs, smooth, last)
-    title = f"{env_name(runs)}: {len(runs)} runs, up to {last:,.0f} env steps"
+    title = f"{env_name(runs)}{machines(runs)}: {len(runs)} runs, up to {last:,.0f} env steps"
     if smooth:
         last_few = f"the mean of its last {SMOOTH_WINDOW} evaluations past its random steps"
         title += f"\neach seed smoothed: {last_few}"

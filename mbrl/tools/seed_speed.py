@@ -54,7 +54,7 @@ def run_speed(path: str, since: float) -> dict[str, Any] | None:
         stamps += [prev["time"], row["time"]]
     if not steps:
         return None
-    ran = {k: v for k, v in rows[-1].items() if k.startswith("speed/")}
+    ran = {k: v for k, v in rows[-1].items() if k.startswith("speed/") and k != "speed/device"}
     peaks = [r[GPU_MEMORY_KEY] for r in rows if r["time"] >= since and r.get(GPU_MEMORY_KEY)]
     out = {"steps": steps, "seconds": seconds, "first": min(stamps), "last": max(stamps)}
     out.update(ran=ran, gpu_peak_mb=max(peaks) if peaks else None)
