@@ -13,6 +13,7 @@ models' and agents' and the envs' (``python scripts/config_table.py``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from hydra.core.config_store import ConfigStore
 
@@ -266,3 +267,26 @@ class Config:
 
 
 ConfigStore.instance().store(name="flowmbpo", node=Config)
+
+
+# What a resume may change without changing what the run is: this process's own limits,
+# threads and batch, and where its plug-ins are found.
+RESUME_OWN = (
+    *("resume", "total_steps", "max_minutes", "threads", "batch_seeds", "batch_dirs"),
+    "plugins",
+)
+
+
+def changed_settings(saved: dict[str, Any], now: dict[str, Any], prefix: str = "") -> list[str]:
+    """``key old -> new`` for each setting a resume changed from the checkpoint's config
+    (``saved``; both as ``dataclasses.asdict`` gives them), apart from :data:`RESUME_OWN`."""
+    out = []
+    for key, value in now.items():
+        name, old = f"{prefix}{key}", saved.get(key)
+        if name in RESUME_OWN:
+            continue
+        if isinstance(value, dict) and isinstance(old, dict):
+            out += changed_settings(old, value, f"{name}.")
+        elif key in saved and old != value:
+            out.append(f"{name} {old} -> {value}")
+    return out

@@ -18,7 +18,7 @@ from mbrl.config import Config, ConfigError
 from mbrl.runtime import interrupt
 from mbrl.runtime.checkpoint import load
 from mbrl.runtime.interrupt import StopRequest
-from mbrl.runtime.report import dropped_text, quit_text, resume_all_command
+from mbrl.runtime.report import dropped_text, limit_note, quit_text, resume_all_command
 from mbrl.trainer import Trainer
 
 UNCOMPARED = ("seed", "resume", "total_steps", "max_minutes", "batch_seeds", "batch_dirs")
@@ -157,6 +157,8 @@ class SeedTrainer:
         returns = [lead.finish()]
         again = resume_all_command(lead.run_dir, len(self.trainers), self.batch_dirs)
         lead.progress.write(f"  resume all   {again}")
+        if limit := limit_note(lead.cfg, lead.stopped or "finished"):
+            lead.progress.write(f"  limit        {limit}")
         for t in self.trainers[1:]:
             returns.append(t.last_eval.get("eval/return_mean", float("nan")))
             best = f", best {t.best_return:.1f} (step {t.best_step})" if t.last_eval else ""

@@ -15,7 +15,7 @@ from torch import Tensor
 
 from mbrl import collectives, run_state
 from mbrl.compiled import Compiled
-from mbrl.config import Config
+from mbrl.config import Config, changed_settings
 from mbrl.envs.vector import make_vector_env, resolve_vector, vector_dims
 from mbrl.evaluator import EVAL_SEED, Evaluator
 from mbrl.mbpo import MBPO, Step
@@ -84,6 +84,10 @@ class Trainer:
         if resumed is None:
             collectives.broadcast_(run_state.shared_tensors(self.algo))  # rank 0's everywhere
         self.resumed_at = None if resumed is None else self.env_steps
+        # (what this resume changed: the steps before it ran with the checkpoint's values)
+        self.changed = (
+            [] if resumed is None else changed_settings(resumed["config"], asdict(self.config))
+        )
         if resumed is not None:  # (the agent's count of skipped updates is in its state)
             skipped = getattr(self.algo.agent, "nonfinite_steps", 0)
             self.skips.resumed(self.env_steps, int(skipped), self.algo.updates)

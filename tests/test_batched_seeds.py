@@ -161,7 +161,9 @@ def test_a_stopped_batch_prints_the_command_that_resumes_all_its_folders(
     lead, other = os.path.join(tmp_path, "lead"), os.path.join(tmp_path, "a, b=1")
     cfg = {**MBPO_TINY_RUN, "batch_seeds": 2, "batch_dirs": [other]}
     SeedTrainer(mbpo_config(**{**cfg, "max_minutes": 1e-9}), lead).run()
-    (line,) = [x for x in capsys.readouterr().err.splitlines() if "resume all" in x]
+    err = capsys.readouterr().err
+    (line,) = [x for x in err.splitlines() if "resume all" in x]
+    assert "  limit        the resume keeps max_minutes=1e-09 (the run's config)" in err
     argv = shlex.split(line.split("resume all", 1)[1])
     parsed = dict(_parsed(a) for a in argv[2:])
     assert parsed == {"resume": lead, "batch_seeds": 2, "batch_dirs": [other]}

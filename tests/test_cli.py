@@ -169,9 +169,12 @@ def test_train_then_resume_from_the_command_line(train_cmd: list[str], tmp_path:
     assert proc.returncode == 2 and "resume= takes a run folder" in proc.stderr, proc.stderr
     assert f"(here: resume={run_dir})" in proc.stderr
     last = os.path.join(run_dir, "ckpt", "last.pt")
-    proc = _run([*train_cmd, f"resume={last}", "total_steps=450"], cwd=str(tmp_path))
+    more = ["total_steps=450", "max_minutes=30", "eval.episodes=1"]  # (one setting changed)
+    proc = _run([*train_cmd, f"resume={last}", *more], cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert re.search(r"resumed +from step 300 ", proc.stderr)
+    changed = "changed      eval.episodes 2 -> 1 (steps to 300 ran with the values before; "
+    assert changed + "config.yaml now holds the new ones)\n" in proc.stderr, proc.stderr[-3000:]
     with open(os.path.join(run_dir, "metrics.jsonl"), encoding="utf-8") as f:
         steps = [json.loads(line)["step"] for line in f]
     assert steps == sorted(steps) and steps[-1] == 450

@@ -133,3 +133,27 @@ def test_resuming_a_run_of_an_older_version_says_so(tmp_path: str) -> None:
         f.write(b"(read later, when the checkpoint is loaded)")
     with pytest.raises(ConfigError, match="written by another version of FlowMBPO"):
         resolve(OmegaConf.create({"resume": run}), [])
+
+
+def test_a_resume_names_the_settings_it_changed_not_its_own_limits() -> None:
+    """Every changed learning setting, nested ones by their dotted key; the process's own
+    limits (total_steps, max_minutes, threads, ...) are a resume's to change."""
+    from dataclasses import asdict, replace
+
+    from mbrl.config import RESUME_OWN, changed_settings
+
+    saved = Config()
+    now = replace(
+        saved,
+        total_steps=saved.total_steps + 1,
+        max_minutes=3.0,
+        threads=2,
+        mbpo=replace(saved.mbpo, real_ratio=0.5),
+        rollout=replace(saved.rollout, max_length=saved.rollout.max_length + 1),
+    )
+    assert {"total_steps", "max_minutes", "threads"} <= set(RESUME_OWN)
+    assert changed_settings(asdict(saved), asdict(now)) == [
+        f"rollout.max_length {saved.rollout.max_length} -> {saved.rollout.max_length + 1}",
+        f"mbpo.real_ratio {saved.mbpo.real_ratio} -> 0.5",
+    ]
+    assert changed_settings(asdict(saved), asdict(replace(saved, total_steps=1))) == []

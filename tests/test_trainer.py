@@ -134,6 +134,9 @@ def test_max_minutes_stops_as_ctrl_c_does_and_resumes_exactly(
     assert stopped.stopped == "max_minutes=1e-09 reached"
     assert "max_minutes=1e-09 reached: stopping after the current step" in err
     assert "stopped (max_minutes=1e-09 reached) at step 1 after" in err
+    # (the saved config keeps the limit: the printed resume says so)
+    keeps = "the resume keeps max_minutes=1e-09 (the run's config): it stops again after as long"
+    assert f"resume={split}\n  limit        {keeps}; max_minutes=null for no limit\n" in err
     assert "(each phase's seconds per 1000 env steps; " in err
     assert "  ran          SAC update eager\n" in err
     assert load(os.path.join(split, "ckpt", "last.pt"))["step"] == 1

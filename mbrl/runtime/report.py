@@ -43,6 +43,7 @@ class Run(Protocol):
     zeroed: ZeroedActions  # env steps whose non-finite action was replaced by zeros
     logger: Logger | SilentLogger
     resumed_at: int | None
+    changed: list[str]  # settings this resume changed (``key old -> new``)
     timer: PhaseTimer
     last_eval: dict[str, float]
     best_return: float
@@ -118,6 +119,9 @@ def start_text(t: Run) -> str:
         lines["envs"] += f"{cfg.algorithm.updates_per_step} SAC updates per vector step"
     if t.resumed_at is not None:
         lines["resumed"] = f"from step {t.resumed_at} (ckpt/last.pt)" + dropped_text(t)
+        if t.changed:  # (config.yaml records the new values: the change is said here once)
+            lines["changed"] = f"{'; '.join(t.changed)} (steps to {t.resumed_at:,} ran with "
+            lines["changed"] += "the values before; config.yaml now holds the new ones)"
     if cfg.logger.tensorboard:
         lines["watch"] = f"tensorboard --logdir {os.path.join(t.run_dir, 'log', 'tb')}"
     gym_id = env_spec(cfg.env.name).version(cfg.env.version).gym_id
@@ -311,6 +315,16 @@ class ZeroedActions:
         return f"{self.count:,} env steps acted with zeros (the policy's action was not finite)"
 
 
+def limit_note(cfg: Config, outcome: str) -> str:
+    """After a stop, what the resume command keeps: the saved config's ``max_minutes``."""
+    if outcome == "finished" or cfg.max_minutes is None:
+        return ""
+    return (
+        f"the resume keeps max_minutes={cfg.max_minutes:g} (the run's config): it stops again "
+        "after as long; max_minutes=null for no limit"
+    )
+
+
 def summary_text(t: Run, outcome: str) -> str:
     """``outcome``: finished, or what stopped the run (``Ctrl-C``, ``max_minutes=8 reached``)."""
     cfg, wall = t.cfg, t.timer.wall()
@@ -346,12 +360,13 @@ def summary_text(t: Run, outcome: str) -> str:
         "zeroed": t.zeroed.line(),
         "checkpoints": f"{ckpt_dir}: {', '.join(files)}",
         "resume": resume,
+        "limit": limit_note(cfg, outcome),
     }
-    for key in ("1000 steps", "skipped", "zeroed"):
+    for key in ("1000 steps", "skipped", "zeroed", "limit"):
         if not lines[key]:
             del lines[key]
     if cfg.profile.enabled:  # a window of a run, not one to go on with
-        del lines["resume"]
+        lines.pop("resume"), lines.pop("limit", None)
     return f"{head}\n{start_block(lines)}"
 
 
