@@ -154,7 +154,11 @@ class MBPO:
         With ``env.num_envs`` copies (on each rank of a torchrun), a step takes n = copies x
         ranks env steps at once and then n x G updates, so updates per env step (and every
         schedule in env steps) stay MBPO's. ``timer`` times the phases, ``stop()`` may pause a
-        model fit after an epoch, ``status`` hears what the model phase is doing."""
+        model fit after an epoch, ``status`` hears what the model phase is doing.
+
+        Code added to the step belongs in :meth:`collect` (or what it calls): batched seeds
+        (mbrl/batched_seeds.py) call each seed's ``collect`` and make the updates together,
+        so code here, outside it, would not run for them."""
         timer = timer or Untimed()
         out = self.collect(timer, stop, status)
         out.updates = self.updates_due(out.env_steps)
