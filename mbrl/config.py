@@ -270,10 +270,11 @@ ConfigStore.instance().store(name="flowmbpo", node=Config)
 
 
 # What a resume may change without changing what the run is: this process's own limits,
-# threads and batch, and where its plug-ins are found.
+# threads, batch and progress display (seeds.py turns the bar off), and where its plug-ins
+# are found.
 RESUME_OWN = (
     *("resume", "total_steps", "max_minutes", "threads", "batch_seeds", "batch_dirs"),
-    "plugins",
+    *("plugins", "logger.progress"),
 )
 
 

@@ -119,6 +119,14 @@ def short_dirname(name: str, limit: int = 120) -> str:
 def resolve(cfg: DictConfig, overrides: list[str]) -> Config:
     """The validated config of this run; for ``resume=DIR`` the saved one plus ``overrides``."""
     resume = cfg.get("resume")
+    if resume is not None and OmegaConf.select(cfg, "profile.enabled"):
+        # (a window sets its own steps, evaluations and checkpoints: in the run's folder they
+        # would replace the run's config.yaml and last.pt)
+        raise ConfigError(
+            f"profile=true with resume={resume!r}: a profiling window is a run of its own, in "
+            "runs/profile/; profile the run's settings with the command that started it plus "
+            "profile=true"
+        )
     config = validate(cfg) if resume is None else _resumed(cfg, overrides, resume)
     config.plugins = {**config.plugins, **plugins.IMPORTED}  # (kept in its config.yaml)
     return config
@@ -202,7 +210,7 @@ def check_before_start(config: DictConfig, lock: bool = True, multirun: bool = F
         state = load(path, env_name=cfg.env.name, mmap=True)
         check_layout(state, cfg.resume, world, cfg.env.num_envs)
         step = int(state["step"])
-        if cfg.total_steps <= step and not cfg.profile.enabled:  # (stops at once: no compile)
+        if cfg.total_steps <= step:  # (it would stop at once, after compiling)
             raise ConfigError(
                 f"resume={cfg.resume!r} is at step {step:,} and total_steps={cfg.total_steps} "
                 f"leaves nothing to do; to extend it: {resume_command(cfg.resume)} "

@@ -18,7 +18,7 @@ from mbrl.config import Config, ConfigError
 from mbrl.runtime import interrupt
 from mbrl.runtime.checkpoint import load
 from mbrl.runtime.interrupt import StopRequest
-from mbrl.runtime.report import dropped_text, limit_note, quit_text, resume_all_command
+from mbrl.runtime.report import dropped_text, quit_text, resume_all_command
 from mbrl.trainer import Trainer
 
 UNCOMPARED = ("seed", "resume", "total_steps", "max_minutes", "batch_seeds", "batch_dirs")
@@ -156,9 +156,7 @@ class SeedTrainer:
                 t.end()
         returns = [lead.finish()]
         again = resume_all_command(lead.run_dir, len(self.trainers), self.batch_dirs)
-        lead.progress.write(f"  resume all   {again}")
-        if limit := limit_note(lead.cfg, lead.stopped or "finished"):
-            lead.progress.write(f"  limit        {limit}")
+        lead.progress.write(f"  resume all   {again}")  # (the lead's summary: its limit line)
         for t in self.trainers[1:]:
             returns.append(t.last_eval.get("eval/return_mean", float("nan")))
             best = f", best {t.best_return:.1f} (step {t.best_step})" if t.last_eval else ""

@@ -85,9 +85,10 @@ class Trainer:
             collectives.broadcast_(run_state.shared_tensors(self.algo))  # rank 0's everywhere
         self.resumed_at = None if resumed is None else self.env_steps
         # (what this resume changed: the steps before it ran with the checkpoint's values)
-        self.changed = (
-            [] if resumed is None else changed_settings(resumed["config"], asdict(self.config))
-        )
+        # (none named for a profiling window: it sets its own, mbrl.tools.profiling.window_config)
+        self.changed: list[str] = []
+        if resumed is not None and not cfg.profile.enabled:
+            self.changed = changed_settings(resumed["config"], asdict(self.config))
         if resumed is not None:  # (the agent's count of skipped updates is in its state)
             skipped = getattr(self.algo.agent, "nonfinite_steps", 0)
             self.skips.resumed(self.env_steps, int(skipped), self.algo.updates)

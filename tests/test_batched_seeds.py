@@ -163,7 +163,7 @@ def test_a_stopped_batch_prints_the_command_that_resumes_all_its_folders(
     SeedTrainer(mbpo_config(**{**cfg, "max_minutes": 1e-9}), lead).run()
     err = capsys.readouterr().err
     (line,) = [x for x in err.splitlines() if "resume all" in x]
-    assert "  limit        the resume keeps max_minutes=1e-09 (the run's config)" in err
+    assert err.count("  limit        the resume keeps max_minutes=1e-09 (the run's config)") == 1
     argv = shlex.split(line.split("resume all", 1)[1])
     parsed = dict(_parsed(a) for a in argv[2:])
     assert parsed == {"resume": lead, "batch_seeds": 2, "batch_dirs": [other]}

@@ -161,7 +161,7 @@ def test_metrics_file_parses(tmp_path: str) -> None:
         rows = [json.loads(line) for line in f]
     assert all("step" in r for r in rows)
     machine = {r["speed/device"] for r in rows if "speed/device" in r}  # (a figure's title)
-    assert machine == {f"CPU, {os.cpu_count()} cores"}
+    assert machine == {f"CPU ({os.cpu_count()} cores)"}
 
 
 @pytest.mark.cuda

@@ -52,3 +52,13 @@ def test_profile_window_writes_tables_and_trace(train_cmd: list[str], tmp_path: 
     with open(trace, encoding="utf-8") as f:
         events = json.load(f)["traceEvents"]
     assert any(e.get("cat") == "cpu_op" for e in events)
+
+    # A window on a resumed run is refused before anything is written (its own steps,
+    # evaluations and checkpoints would replace the run's config.yaml and last.pt).
+    files = [p for p in glob.glob(os.path.join(run_dir, "**"), recursive=True) if os.path.isfile(p)]
+    before = {p: os.path.getmtime(p) for p in files}
+    proc = run_started([*train_cmd, f"resume={run_dir}", "profile=true"], timeout=120, cwd=tmp_path)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr[-2000:]
+    assert lines[0].startswith("error: profile=true with resume=") and "runs/profile/" in lines[0]
+    assert {p: os.path.getmtime(p) for p in before} == before

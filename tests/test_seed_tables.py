@@ -241,13 +241,13 @@ def test_the_curves_title_names_the_machines_the_runs_recorded() -> None:
         return Run(path="r", config=config, rows=rows)
 
     titles = []
-    for devices in (["NVIDIA H200", "NVIDIA H200", "CPU, 2 cores"], [None, None]):
+    for devices in (["NVIDIA H200", "NVIDIA H200", "CPU (2 cores)"], [None, None]):
         fig, ax = plt.subplots()
         runs = [run(d, [10.0, 20.0 + i]) for i, d in enumerate(devices)]
         draw_curves(ax, [Setting("a", runs)], "eval/return_mean", None)
         titles.append(ax.get_title())
         plt.close(fig)
     assert titles == [
-        "Hopper-v4 on NVIDIA H200, CPU, 2 cores: 3 runs, up to 2,000 env steps",
+        "Hopper-v4 on NVIDIA H200, CPU (2 cores): 3 runs, up to 2,000 env steps",
         "Hopper-v4: 2 runs, up to 2,000 env steps",
     ]

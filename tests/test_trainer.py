@@ -140,7 +140,10 @@ def test_max_minutes_stops_as_ctrl_c_does_and_resumes_exactly(
     assert "(each phase's seconds per 1000 env steps; " in err
     assert "  ran          SAC update eager\n" in err
     assert load(os.path.join(split, "ckpt", "last.pt"))["step"] == 1
-    Trainer(tiny_config(resume=split), split).run()
+    # (a resume with seeds.py's overrides: the process's own, named nowhere as a change)
+    own = {"max_minutes": 60.0, "logger.progress": True}
+    Trainer(tiny_config(resume=split, **own), split).run()
+    assert "  changed " not in capsys.readouterr().err
     a, b = (load(os.path.join(run, "ckpt", "last.pt")) for run in (full, split))
     _assert_same(a["agent"], b["agent"], "agent")
     assert _comparable(_rows(full)) == _comparable(_rows(split))

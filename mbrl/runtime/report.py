@@ -119,7 +119,7 @@ def start_text(t: Run) -> str:
         lines["envs"] += f"{cfg.algorithm.updates_per_step} SAC updates per vector step"
     if t.resumed_at is not None:
         lines["resumed"] = f"from step {t.resumed_at} (ckpt/last.pt)" + dropped_text(t)
-        if t.changed:  # (config.yaml records the new values: the change is said here once)
+        if t.changed:  # (config.yaml records only the new values)
             lines["changed"] = f"{'; '.join(t.changed)} (steps to {t.resumed_at:,} ran with "
             lines["changed"] += "the values before; config.yaml now holds the new ones)"
     if cfg.logger.tensorboard:
@@ -366,7 +366,8 @@ def summary_text(t: Run, outcome: str) -> str:
         if not lines[key]:
             del lines[key]
     if cfg.profile.enabled:  # a window of a run, not one to go on with
-        lines.pop("resume"), lines.pop("limit", None)
+        del lines["resume"]
+        lines.pop("limit", None)
     return f"{head}\n{start_block(lines)}"
 
 

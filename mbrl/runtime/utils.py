@@ -38,10 +38,12 @@ def resolve_device(name: str) -> torch.device:
 
 def device_text(device: torch.device) -> str:
     """The machine a run ran on, as its figures name it: the GPU's model, or the CPU's cores
-    (``NVIDIA H200``, ``CPU, 2 cores``)."""
+    (``NVIDIA H200``, ``CPU (2 cores)``)."""
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    return f"{device.type.upper()}, {os.cpu_count()} cores"
+    if device.type == "mps":
+        return "Apple GPU (MPS)"
+    return f"{device.type.upper()} ({os.cpu_count() or 1} cores)"
 
 
 def configure_cpu(threads: int, flush_denormal: bool) -> None:
