@@ -148,3 +148,25 @@ def test_the_metrics_table_names_every_key_a_run_logs(tmp_path: str) -> None:
         logged = {k for line in f for k in json.loads(line) if "/" in k}
     missing = sorted(logged - _documented_metrics())
     assert not missing, f"logged but not in docs/usage.md's metrics table: {missing}"
+
+
+def test_the_readmes_start_block_example_says_what_its_command_prints() -> None:
+    """The lines of the README's example terminal that follow from its command's config alone
+    (the steps, the loop, the warnings of settings that cannot act) are what this code prints
+    for that command (the machine's figures in the others are the example's own)."""
+    from mbrl.launch import resolve
+    from mbrl.runtime.inert_settings import warnings_for
+    from mbrl.runtime.report import loop_line
+
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    command = "$ python scripts/train.py env=hopper total_steps=6000 compile=true\n"
+    block = readme.split(command, 1)[1].split("```", 1)[0].splitlines()
+    overrides = command.split("train.py ", 1)[1].split()
+    cfg = resolve(_composed(*overrides), overrides)
+    rows = [re.match(r"  (\S+(?: \S+)*) {2,}(.*)", line) for line in block]
+    shown = {row[1]: row[2] for row in rows if row}  # (label: text)
+    assert shown["loop"] == loop_line(cfg)
+    steps = f"0 -> {cfg.total_steps} (random until {cfg.algorithm.init_steps}; eval every "
+    assert shown["steps"] == steps + f"{cfg.eval.every} steps, {cfg.eval.episodes} episodes)"
+    assert [line for line in block if line.startswith("warning:")] == warnings_for(cfg)
