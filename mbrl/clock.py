@@ -80,6 +80,8 @@ class _Watcher:
 
 _watcher: _Watcher | None = None
 _start = threading.Lock()
+_last_clock = float("-inf")  # clock()'s latest reading
+_clock_lock = threading.Lock()
 
 
 def paused() -> float:
@@ -95,6 +97,14 @@ def paused() -> float:
 
 def clock() -> float:
     """``time.perf_counter()`` less the time this process stood stopped: the difference of two
-    readings is the time the process ran (or waited on the GPU, the disk, ...) meanwhile."""
-    stopped = paused()
-    return time.perf_counter() - stopped
+    readings is the time the process ran (or waited on the GPU, the disk, ...) meanwhile.
+
+    Never earlier than a reading before it: a pause is measured a little long at times (a
+    running thread's schedstat lags by up to a scheduler tick, ~1 ms), and the excess is then
+    taken from the time that follows, not from time already counted, so that phases timed
+    inside an interval never add up to more than the interval."""
+    global _last_clock
+    now = time.perf_counter() - paused()
+    with _clock_lock:
+        _last_clock = now = max(now, _last_clock)
+    return now

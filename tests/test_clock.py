@@ -8,6 +8,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 # A process that starts the clock, then on each line of stdin: "busy" holds the GIL for
 # 2.6 s or more in one C call (no other thread runs meanwhile), "show" prints the pause total.
 CHILD = """
@@ -77,3 +79,23 @@ def test_a_stop_is_left_out_and_a_busy_call_is_not() -> None:
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_pause_measured_too_long_is_taken_from_the_time_that_follows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The watcher's total grows by 0.5 s more than the time that passed (a pause measured
+    too long): the clock stands still rather than step back (phases already timed would add
+    up to more than their interval), then runs on 0.5 s behind."""
+    import mbrl.clock as c
+
+    totals = iter([0.0, 0.5, 0.5])
+    monkeypatch.setattr(c, "paused", lambda: next(totals))
+    monkeypatch.setattr(c, "_last_clock", float("-inf"))
+    t0 = time.perf_counter()
+    a = c.clock()
+    b = c.clock()  # (well within 0.5 s of the first: it would be earlier)
+    assert time.perf_counter() - t0 < 0.5 and b == a
+    time.sleep(0.7)
+    d = c.clock()
+    assert 0.7 - 0.5 <= d - a <= time.perf_counter() - t0 - 0.5
