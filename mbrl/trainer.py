@@ -84,10 +84,10 @@ class Trainer:
         if resumed is None:
             collectives.broadcast_(run_state.shared_tensors(self.algo))  # rank 0's everywhere
         self.resumed_at = None if resumed is None else self.env_steps
-        # (what this resume changed: the steps before it ran with the checkpoint's values)
-        # (none named for a profiling window: it sets its own, mbrl.tools.profiling.window_config)
+        # (what this resume changed: the steps before it ran with the checkpoint's values;
+        # a profiling window never resumes, launch.resolve refuses it)
         self.changed: list[str] = []
-        if resumed is not None and not cfg.profile.enabled:
+        if resumed is not None:
             self.changed = changed_settings(resumed["config"], asdict(self.config))
         if resumed is not None:  # (the agent's count of skipped updates is in its state)
             skipped = getattr(self.algo.agent, "nonfinite_steps", 0)
