@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -884,7 +885,8 @@ def test_model_fits_see_the_rows_mbpos_sampler_has_added(real_data: str, tmp_pat
         "eval.episodes": 1,
         "logger.every": 2600,
     }
-    Trainer(tiny_config("halfcheetah", **overrides), run).run()
+    cfg = tiny_config("halfcheetah", **overrides)
+    Trainer(cfg, run).run()
     seen = [
         (r["step"], r["model/train_rows"] + r["model/holdout_rows"])
         for r in _rows(run)
@@ -893,3 +895,28 @@ def test_model_fits_see_the_rows_mbpos_sampler_has_added(real_data: str, tmp_pat
     fits = range(1000, 2600, 250)
     mbpo = [(t, 1000 * (t // 1000) if real_data == "episode" else t) for t in fits]
     assert seen == mbpo
+    # When SAC starts: MBPO's loop (softlearning's RLAlgorithm._train) takes each env step,
+    # then trains G times once the pool holds min_pool_size = 1000 rows (``ready_to_train``),
+    # its random phase having filled the pool to n_initial_exploration_steps first.
+    exploring, updates, g = True, 0, cfg.algorithm.updates_per_step
+    for t in range(1, 2601):
+        pool = 1000 * (t // 1000)  # (whole 1000-step episodes)
+        if exploring:  # (_initial_exploration_hook: sample while pool.size < 1000)
+            exploring = pool < cfg.algorithm.init_steps
+        elif pool >= 1000:
+            updates += g
+    assert [r["learner/updates"] for r in _rows(run) if "learner/updates" in r][-1] == updates
+
+
+def test_every_test_docs_fidelity_md_names_exists() -> None:
+    """Each row's test, ``tests/<file>.py::test_x`` or a bare ``test_x`` (this file), is a test
+    that exists there: a row's claim is only as good as the test it cites."""
+    with open(os.path.join(ROOT, "docs", "fidelity.md"), encoding="utf-8") as f:
+        cited = re.findall(r"`(?:(tests/\w+\.py)::)?(test_\w+)`", f.read())
+    assert len(cited) > 40
+    missing = []
+    for path, name in cited:
+        with open(os.path.join(ROOT, path or "tests/test_fidelity.py"), encoding="utf-8") as f:
+            if not re.search(rf"^def {name}\(", f.read(), re.MULTILINE):
+                missing.append(f"{path or 'tests/test_fidelity.py'}::{name}")
+    assert not missing, f"docs/fidelity.md cites tests that are not there: {missing}"

@@ -92,3 +92,90 @@ def test_termination_is_batched_and_checks_shapes() -> None:
     assert out.tolist() == [False, True, True, False, True]
     with pytest.raises(ValueError, match="obs/next_obs"):
         fn(torch.zeros(5, 11), torch.zeros(5, 3), torch.zeros(4, 11))
+
+
+# MBPO's termination functions (jannerm/mbpo, mbpo/static/<env>.py), transcribed line for line
+# in NumPy, Hopper's absolute value of a boolean included.
+def _mbpo_hopper(next_obs: np.ndarray) -> np.ndarray:
+    height, angle = next_obs[:, 0], next_obs[:, 1]
+    not_done = (
+        np.isfinite(next_obs).all(axis=-1)
+        * np.abs(next_obs[:, 1:] < 100).all(axis=-1)
+        * (height > 0.7)
+        * (np.abs(angle) < 0.2)
+    )
+    return ~not_done
+
+
+def _mbpo_walker2d(next_obs: np.ndarray) -> np.ndarray:
+    height, angle = next_obs[:, 0], next_obs[:, 1]
+    return ~((height > 0.8) * (height < 2.0) * (angle > -1.0) * (angle < 1.0))
+
+
+def _mbpo_ant(next_obs: np.ndarray) -> np.ndarray:  # ant_truncated_obs.py
+    x = next_obs[:, 0]
+    return ~(np.isfinite(next_obs).all(axis=-1) * (x >= 0.2) * (x <= 1.0))
+
+
+def _mbpo_humanoid(next_obs: np.ndarray) -> np.ndarray:  # humanoid_truncated_obs.py
+    z = next_obs[:, 0]
+    return (z < 1.0) + (z > 2.0)
+
+
+def _mbpo_inverted_pendulum(next_obs: np.ndarray) -> np.ndarray:
+    return ~(np.isfinite(next_obs).all(axis=-1) * (np.abs(next_obs[:, 1]) <= 0.2))
+
+
+def _mbpo_halfcheetah(next_obs: np.ndarray) -> np.ndarray:
+    return np.array([False]).repeat(len(next_obs))
+
+
+MBPO_RULES = {
+    "hopper": _mbpo_hopper,
+    "walker2d": _mbpo_walker2d,
+    "ant": _mbpo_ant,
+    "humanoid": _mbpo_humanoid,
+    "inverted_pendulum": _mbpo_inverted_pendulum,
+    "halfcheetah": _mbpo_halfcheetah,
+}
+
+
+@pytest.mark.parametrize("name", sorted(MBPO_RULES))
+def test_termination_is_mbpos_rule_but_where_fidelity_md_says(name: str) -> None:
+    """On the env's own transitions and on states pushed far from them (each entry scaled up
+    to 1000x, boundary values put in the height and angle), FlowMBPO's function ends exactly
+    the rows MBPO's ends, but for the differences docs/fidelity.md names: Hopper's state
+    entries at or below -100 (MBPO's rule checks only the upper bound) and Humanoid's height
+    exactly at a bound (the env's interval is open; MBPO's closed). No row is non-finite:
+    rollouts drop those before any termination counts (``rollout/nonfinite``)."""
+    _, act, next_obs, _ = _collect(name, steps=300, version="v4")
+    gen = torch.Generator().manual_seed(1)
+    o = torch.as_tensor(next_obs)
+    scale = 10 ** torch.randint(0, 4, o.shape, generator=gen)
+    far = o * scale + torch.randn(o.shape, generator=gen) * scale
+    heights = torch.tensor([b + d for b in (0.2, 0.7, 0.8, 1.0, 2.0) for d in (-0.01, 0, 0.01)])
+    angles = torch.tensor([b + d for b in (-1.0, -0.2, 0.2, 1.0) for d in (-0.01, 0, 0.01)])
+    grid = torch.cartesian_prod(heights, angles)  # (every threshold, just in and out)
+    edge = o[torch.arange(len(grid)) % len(o)].clone()
+    edge[:, :2] = grid
+    states = torch.cat([o, far, edge]).float()
+    acts = torch.as_tensor(act)[torch.arange(len(states)) % len(act)]
+    ours = env_spec(name).termination_fn(states, acts, states).numpy()
+    mbpo = MBPO_RULES[name](states.numpy()).astype(bool)
+    differs = {  # the rows where the two rules part, by docs/fidelity.md
+        "hopper": (states[:, 1:] <= -100).any(dim=1),
+        "humanoid": (states[:, 0] == 1.0) | (states[:, 0] == 2.0),
+    }.get(name, torch.zeros(len(states), dtype=torch.bool)).numpy()
+    assert differs.any() or name not in ("hopper", "humanoid"), "no row shows the difference"
+    np.testing.assert_array_equal(ours[~differs], mbpo[~differs])
+    assert ours[differs].all() and not mbpo[differs & ~_unhealthy_else(name, states)].any()
+    assert ours.any() != (name == "halfcheetah"), "the rows must include ended ones"
+
+
+def _unhealthy_else(name: str, states: torch.Tensor) -> np.ndarray:
+    """Rows MBPO's rule ends for another reason than the one in which it differs (Hopper: its
+    height or angle; Humanoid: none), so that MBPO's keeping the rest alive is checked."""
+    s = states.numpy()
+    if name == "hopper":
+        return ~((s[:, 0] > 0.7) & (np.abs(s[:, 1]) < 0.2) & (s[:, 1:] < 100).all(axis=1))
+    return np.zeros(len(s), dtype=bool)

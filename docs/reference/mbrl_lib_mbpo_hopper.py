@@ -121,7 +121,8 @@ def make_cfg(seed: int, steps: int, debug: bool) -> omegaconf.DictConfig:
                 "freq_train_model": freq_train_model,
                 # 400 x 250 = 100 000 rollouts per model training (MBPO rollout_batch_size)
                 "effective_model_rollouts_per_step": 400,
-                # MBPO paper, Hopper: k 1 -> 15 over epochs 20 -> 100 (hopper/0.py has 150)
+                # MBPO paper, Hopper: k 1 -> 15 over epochs 20 -> 100. hopper/0.py, and
+                # FlowMBPO, have 150: the same length 1 up to step 31 000 (these runs: 10 000)
                 "rollout_schedule": [20, 100, 1, 15],
                 "num_sac_updates_per_step": 20,  # MBPO hopper/0.py: n_train_repeat 20
                 "sac_updates_every_steps": 1,  # MBPO hopper/0.py: train_every_n_steps 1
