@@ -186,7 +186,12 @@ def test_multistep_rollouts_write_what_mbpos_rollout_model_writes() -> None:
     pool = ReplayBuffer(n * length, fields)
     model, agent = cast(DynamicsModel, _Drift()), cast(SAC, _Policy())
     out = rollout(model, agent, term, start, length, pool, torch.Generator().manual_seed(0))
-    want, added = _mbpos_rollout(start.numpy(), length, term)
+    from test_termination import _mbpo_hopper  # MBPO's static/hopper.py, transcribed
+
+    def mbpos_term(o: torch.Tensor, a: torch.Tensor, next_o: torch.Tensor) -> torch.Tensor:
+        return torch.from_numpy(_mbpo_hopper(next_o.numpy()))
+
+    want, added = _mbpos_rollout(start.numpy(), length, mbpos_term)
     rows = pool.rows()
     assert int(out["rollout/transitions"]) == len(pool) == len(want["obs"])
     for key, value in want.items():
