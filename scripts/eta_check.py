@@ -10,7 +10,6 @@ GPU: `train.py ... max_minutes=8`, then this on its folder.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -21,10 +20,11 @@ import _checkout  # noqa: F401  (this checkout's mbrl ahead of installed ones)
 from mbrl.config import Config
 from mbrl.runtime.progress import duration
 from mbrl.tools.eta_replay import clock_at, first_estimate, run_config, wall_check
+from mbrl.tools.seed_args import OneLineParser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("run", help="a run folder (config.yaml, metrics.jsonl)")
     parser.add_argument("--at", type=int, help="the log step to estimate from (default: first)")
     parser.add_argument("--rows", type=int, default=8, help="log steps shown, at most")
@@ -46,6 +46,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"{args.run}: the estimate was never ready; its log steps: {shown}")
     if at not in logged:
         parser.error(f"--at {at:,} is not one of {args.run}'s log steps: {shown}")
+    if not clock_at(cfg, rows, at)[0].ready(at):  # (the run's own bar showed none there)
+        first = first_estimate(cfg, rows)
+        then = f"its first: {first:,}" if first is not None else "it never was"
+        parser.error(
+            f"--at {at:,}: the run had no estimate yet there (it waits for every phase with "
+            f"work left to be timed and a fit after the first); {then}"
+        )
     print(report(cfg, rows, at, args.rows))
     return 0
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import glob
-import itertools
 import json
 import os
 import re
@@ -35,6 +34,14 @@ from mbrl.tools.campaign_eta import campaign
 from mbrl.tools.mps import MODES, Mps, wanted
 from mbrl.tools.mps import start as start_mps
 from mbrl.tools.published import reference_for
+from mbrl.tools.seed_args import (
+    OneLineParser,
+    check_budget,
+    overridden,
+    parse_seeds,
+    variants,
+    whole_number,
+)
 from mbrl.tools.seed_report import (
     CAMPAIGN,
     campaign_steps,
@@ -52,8 +59,6 @@ from mbrl.tools.seed_runs import (
     Pool,
     Variant,
     batches,
-    check_budget,
-    parse_seeds,
     stages,
 )
 from mbrl.tools.seed_speed import GpuMemory, run_speed
@@ -64,7 +69,7 @@ GPU_PROCS = 10
 
 
 def arguments() -> argparse.Namespace:
-    p = argparse.ArgumentParser(
+    p = OneLineParser(
         description=__doc__.split("\n\n")[0],
         epilog="Overrides after OUT (or after --) apply to every run: env=hopper env.version=v4",
     )
@@ -80,9 +85,9 @@ def arguments() -> argparse.Namespace:
         "whole (repeatable; beside --vary's)"
     )  # fmt: skip
     p.add_argument(
-        "--steps", type=int, help="env steps per run (default: the config's total_steps)"
+        "--steps", type=whole_number, help="env steps per run (default: the config's total_steps)"
     )
-    p.add_argument("--stage", type=int, help="take every run to N, 2N, ... in turn")
+    p.add_argument("--stage", type=whole_number, help="take every run to N, 2N, ... in turn")
     p.add_argument("--budget", help="wall-clock budget: 2h, 90m, 1h30m, 300s (2m30s at least)")
     p.add_argument(
         "--grace", type=float, default=120.0, help="seconds from a stop request to a kill"
@@ -119,19 +124,6 @@ def _joined(argv: list[str]) -> list[str]:
         else:
             out.append(token)
     return out
-
-
-def variants(vary: list[str], given: list[str]) -> list[Variant]:
-    """--vary's combinations, then --variant's, each once."""
-    axes = []
-    for spec in vary:
-        key, sep, values = spec.partition("=")
-        if not sep or not key or not values:
-            raise ValueError(f"--vary {spec!r}: give key=value1,value2")
-        axes.append([f"{key}={v}" for v in values.split(",")])
-    out = [Variant(tuple(c)) for c in itertools.product(*axes)] if axes else []
-    out += [Variant(tuple(v.split())) for v in given]
-    return list(dict.fromkeys(out)) or [Variant(())]
 
 
 def check(
@@ -228,6 +220,11 @@ def _checked(args: argparse.Namespace) -> tuple[Any, ...]:
     return seeds, arms, budget, steps, device, reference, plan, warns
 
 
+def _head(runs: int, arms: int, seeds: int) -> str:
+    """``4 runs (2 variants x 2 seeds)``."""
+    return f"{plural(runs, 'run')} ({plural(arms, 'variant')} x {plural(seeds, 'seed')})"
+
+
 def _as_the_campaign(args: argparse.Namespace) -> None:
     """A report: overrides, variants and seeds left out are the campaign's (seeds.json)."""
     saved = _read_json(os.path.join(args.out, CAMPAIGN), None) or {}
@@ -294,9 +291,10 @@ def main() -> int:
         mps, mps_text = _mps(args, device, procs)
         pool.env, record["mps"] = {**shares(procs), **(mps.env if mps else {})}, mps is not None
         memory = GpuMemory() if device == "cuda" else None
-        head = f"{len(chosen)} runs ({len(arms)} variants x {len(seeds)} seeds)"
+        head = _head(len(chosen), len(arms), len(seeds))
         print(_start(args, head, len(units), steps, procs, f"{device}, {mps_text}"), *split,
-              *(w.line() for w in warns), sep="\n", file=sys.stderr)  # fmt: skip
+              *overridden(args.overrides, arms), *(w.line() for w in warns), sep="\n",
+              file=sys.stderr)  # fmt: skip
         for target in stages(steps, args.stage):
             pool.run(units, target)
             if not pool.can_start():  # (the budget is spent, or Ctrl-C)

@@ -99,5 +99,12 @@ def test_the_script_prints_the_check_and_refuses_a_folder_without_a_run(tmp_path
     assert empty.returncode == 2 and "no config.yaml" in empty.stderr
     at = [sys.executable, SCRIPT, run, "--at", "6250"]
     off = subprocess.run(at, capture_output=True, text=True)
-    said = f"eta_check.py: error: --at 6,250 is not one of {run}'s log steps: 1,000, 2,000, "
-    assert off.returncode == 2 and said in off.stderr, off.stderr
+    said = f"error: --at 6,250 is not one of {run}'s log steps: 1,000, 2,000, "
+    assert off.returncode == 2 and off.stderr.startswith(said), off.stderr
+    # a log step before the run's estimate was ready (the random steps): one line, no traceback
+    early = subprocess.run([*at[:-1], "5000"], capture_output=True, text=True)
+    said = "error: --at 5,000: the run had no estimate yet there (it waits for every phase"
+    assert early.returncode == 2 and early.stderr.startswith(said), early.stderr
+    assert (
+        early.stderr.rstrip().endswith("its first: 6,000") and len(early.stderr.splitlines()) == 1
+    )

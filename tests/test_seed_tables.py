@@ -108,7 +108,14 @@ def test_the_report_matches_the_runs(campaign: str, tmp_path: str) -> None:
             f"{diff.mean():+.2f} ± {diff.std(ddof=1):.2f} | {p:.2g} |" in md  # fmt: skip
     assert "stand-still counts by seed over the same steps (6,000–8,000):" in md
     high = pairs["overall"]["high"]  # (the verdict in words, from the interval)
-    assert high < 0 and "(n=5): the interval excludes 0 (below it)" in md
+    assert high < 0 and "(n=5): the interval excludes 0 (below it); sign-flip p " in md
+    # and the paired sign-flip test of the seeds' mean differences, every assignment counted
+    p = stats.permutation_test(
+        (np.array(per_seed),), np.mean, permutation_type="samples", n_resamples=np.inf
+    ).pvalue
+    assert pairs["overall"]["sign_flip_p"] == pytest.approx(p)
+    least = ", the least 5 seeds can give" if p == pytest.approx(2 / 2**5) else ""
+    assert f"excludes 0 (below it); sign-flip p {p:.2g}{least}\n" in md
 
 
 def _stands(evaluation: tuple[float, float]) -> tuple[bool, bool]:

@@ -4,6 +4,7 @@ that stops every run with a checkpoint."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -23,16 +24,8 @@ from test_cli import run_started
 
 from mbrl.runtime import checkpoint
 from mbrl.tools.plotting import read_metrics
-from mbrl.tools.seed_runs import (
-    Batch,
-    Job,
-    Variant,
-    batches,
-    parse_duration,
-    parse_seeds,
-    stages,
-    stop_line,
-)
+from mbrl.tools.seed_args import overridden, parse_duration, parse_seeds, variants, whole_number
+from mbrl.tools.seed_runs import Batch, Job, Variant, batches, stages, stop_line
 from mbrl.tools.seed_tables import stands_still
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -127,6 +120,15 @@ def test_report_matches_the_runs_and_a_rerun_continues(tmp_path: str) -> None:
     assert res.returncode == 0 and "(4 runs)" in res.stderr, res.stderr
     with open(os.path.join(out, "summary.json"), encoding="utf-8") as f:
         whole = json.load(f)["variants"]
+    with open(os.path.join(bare, "summary.json"), encoding="utf-8") as f:
+        assert json.load(f)["variants"] == whole
+    # a variant the campaign does not have: refused, the report there left as it was
+    other = ["--variant", "agent.init=torch agent.batch_size=16"]
+    res = subprocess.run([*cmd, "--report-only", "--report", bare, *other], capture_output=True,
+                         text=True, timeout=120, cwd=ROOT)  # fmt: skip
+    said = f"error: --report-only: agent.init=torch agent.batch_size=16: no such variant in {out}"
+    assert res.returncode == 2 and res.stderr.startswith(said), res.stderr
+    assert len(res.stderr.splitlines()) == 1
     with open(os.path.join(bare, "summary.json"), encoding="utf-8") as f:
         assert json.load(f)["variants"] == whole
 
@@ -338,6 +340,11 @@ def test_bad_input_is_refused_before_any_run(tmp_path: str) -> None:
         (["--budget", "149s"], "(at least 150 s); give more"),
         (["--steps", "-100"], "--steps -100: give a positive number of env steps per run"),
         (["--steps", "0"], "--steps 0: give a positive number"),
+        (["--steps", "2k"], "error: argument --steps: '2k': give a whole number, e.g. 50000"),
+        (["--seeds", "0-"], "--seeds '0-': give seeds as 0-4 or 0,1,2"),
+        (["--vary", "model=flow,flow"], "--vary 'model=flow,flow': flow given twice; give each"),
+        (["--vary", "model=flow", "--vary", "model=gaussian"], "model is varied twice; give its "
+         "values in one"),
         # a value that starts with "-" is the option's value, not another option
         (["--budget", "-5m"], "--budget '-5m': give a duration such as 2h"),
     ]:  # fmt: skip
@@ -346,8 +353,10 @@ def test_bad_input_is_refused_before_any_run(tmp_path: str) -> None:
         assert res.returncode == 2 and len(lines) == 1 and close in lines[0], res.stderr
     assert not os.path.exists(os.path.join(out, "runs"))
     assert not os.path.exists(os.path.join(out, "seeds.json"))
-    with pytest.raises(ValueError, match="--seeds"):
-        parse_seeds("a-b")
+    for text in ("a-b", "0-", "3-", "0,,2", "0,1,", "-1", "0-2-3"):  # (0- is no range to 0)
+        with pytest.raises(ValueError, match=f"--seeds '{text}': give seeds as 0-4 or 0,1,2"):
+            parse_seeds(text)
+    assert parse_seeds("0, 2") == [0, 2]
     with pytest.raises(ValueError, match="1-0 counts down; give it as 0-1"):
         parse_seeds("3,1-0")
     with pytest.raises(ValueError, match="--budget"):
@@ -407,7 +416,9 @@ def test_settings_that_cannot_act_are_warned_of_at_the_start_and_in_the_report(
     assert res.returncode == 0, res.stderr
     lines = res.stderr.splitlines()
     sac = "SAC (agent.*) cannot act in these runs: no SAC update: algorithm.init_steps=100"
-    assert f"warning (algorithm.init_steps=100): {sac}" in lines[1], res.stderr
+    note = "note: algorithm.init_steps=100 (for every run) applies to none: each variant sets"
+    assert lines[1].startswith(note), res.stderr  # (TINY's, for every run)
+    assert f"warning (algorithm.init_steps=100): {sac}" in lines[2], res.stderr
     evals = "warning: eval.every=100 cannot act in these runs: its first step would be 100"
     assert sum(line.startswith(evals) for line in lines) == 1, res.stderr  # (both variants)
     assert not any("init_steps=50 random steps" in line for line in lines), res.stderr
@@ -447,6 +458,21 @@ def test_the_rate_alone_says_when_the_machine_was_shared() -> None:
 
 def test_parsing_and_stages() -> None:
     assert parse_seeds("0-2,7") == [0, 1, 2, 7]
+    assert whole_number("5e4") == 50000 and whole_number("300") == 300
+    for bad in ("2k", "1.5", "nan", "inf"):
+        with pytest.raises(argparse.ArgumentTypeError, match=f"'{bad}': give a whole number"):
+            whole_number(bad)
+    arms = variants(["model=flow,gaussian"], ["model=flow agent.init=torch"])
+    assert [a.label for a in arms] == [
+        "model=flow",
+        "model=gaussian",
+        "model=flow agent.init=torch",
+    ]
+    assert overridden(["env=hopper", "agent.init=glorot", "model=flow"], arms) == [
+        "note: agent.init=glorot (for every run) does not apply to model=flow agent.init=torch, "
+        "which sets agent.init",
+        "note: model=flow (for every run) applies to none: each variant sets model",
+    ]
     assert parse_duration("1h30m") == 5400 and parse_duration("45") == 45
     assert stages(20000, 5000) == [5000, 10000, 15000, 20000]
     assert stages(12000, 5000) == [5000, 10000, 12000]

@@ -126,7 +126,11 @@ def _json(settings: list[Setting]) -> dict[str, object]:
     for label, (diffs, found) in paired(settings).items():
         pairs[label] = {str(k): d.as_dict() for k, d in diffs.items()}
         if found is not None:
-            pairs[label]["overall"] = found[0].as_dict() | {"first": found[1], "last": found[2]}
+            pairs[label]["overall"] = found[0].as_dict() | {
+                "first": found[1],
+                "last": found[2],
+                "sign_flip_p": found[3],
+            }
     base = settings[0].label
     for label, found_counts in paired_counts(settings).items():  # seed -> [full, still]
         pairs[f"{label} − {base}"]["counts"] = {
@@ -260,13 +264,20 @@ def report_only(out: str, report_dir: str, chosen: list[Job], report: Callable[[
     """--report-only: the report of the runs that have metrics; none at all is refused before
     anything is written (a wrong folder would otherwise replace a report with an empty one)."""
     have = [j for j in chosen if os.path.isfile(os.path.join(j.path, "metrics.jsonl"))]
-    if not have:
+    empty = list(dict.fromkeys(j.variant.label for j in chosen if j not in have))
+    empty = [v for v in empty if not any(j.variant.label == v for j in have)]
+    empty = [v for v in empty if v not in _campaign_variants(out)]  # (theirs may be to come)
+    if not have or empty:
         where = os.path.join(out, "runs", "<variant>", "seed_<N>", "metrics.jsonl")
-        print(
-            f"error: --report-only: none of the {len(chosen)} runs asked for has metrics "
-            f"(each run's are read from {where}); nothing was written",
-            file=sys.stderr,
+        known = _campaign_variants(out) or list(dict.fromkeys(j.variant.label for j in have))
+        what = (
+            f"{', '.join(empty)}: no such variant in {out} (its variants: "
+            f"{', '.join(known) or 'none'})"
+            if empty and (have or known)
+            else f"none of the {len(chosen)} runs asked for has metrics (each run's are read "
+            f"from {where}{_no_manifest(out)})"
         )
+        print(f"error: --report-only: {what}; nothing was written", file=sys.stderr)
         return 2
     report()
     missing = [j.name for j in chosen if j not in have]
@@ -275,6 +286,22 @@ def report_only(out: str, report_dir: str, chosen: list[Job], report: Callable[[
     print(said, file=sys.stderr)
     print(still_running([j.path for j in have]), file=sys.stderr, end="")
     return 0
+
+
+def _campaign_variants(out: str) -> list[str]:
+    """The labels of the variants ``out``'s manifest holds (none without one)."""
+    try:
+        with open(os.path.join(out, CAMPAIGN), encoding="utf-8") as f:
+            return [" ".join(v) or "base" for v in json.load(f)["variants"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+
+
+def _no_manifest(out: str) -> str:
+    """``; ... holds no seeds.json`` where the folder is no campaign's."""
+    if os.path.isfile(os.path.join(out, CAMPAIGN)):
+        return ""
+    return f"; {out} holds no {CAMPAIGN}: not a campaign's folder"
 
 
 def report_header(
@@ -291,7 +318,8 @@ def report_header(
         else ""
     )
     head = (
-        f"# {' '.join(overrides) or 'default config'}: {size[0]} seeds x {size[1]} variants\n\n"
+        f"# {' '.join(overrides) or 'default config'}: {plural(size[0], 'seed')} x "
+        f"{plural(size[1], 'variant')}\n\n"
         f"`python scripts/seeds.py {shlex.join(sys.argv[1:])}`; "  # (as typed: quotes kept)
         f"last written {time.strftime('%Y-%m-%d %H:%M')} at commit {at}{several}"
     )

@@ -350,46 +350,6 @@ def _signal(proc: subprocess.Popen[bytes], sig: int, group: bool) -> None:
             proc.send_signal(sig)
 
 
-def parse_duration(text: str) -> float:
-    """``2h``, ``90m``, ``1h30m``, ``300s`` or plain seconds -> seconds."""
-    plain = text.strip()
-    if re.fullmatch(r"\d+(\.\d+)?", plain):
-        return float(plain)
-    parts = re.findall(r"(\d+(?:\.\d+)?)([hms])", plain)
-    if not parts or "".join(n + u for n, u in parts) != plain:
-        raise ValueError(f"--budget {text!r}: give a duration such as 2h, 90m, 1h30m or 300s")
-    unit = {"h": 3600.0, "m": 60.0, "s": 1.0}
-    return sum(float(n) * unit[u] for n, u in parts)
-
-
-def check_budget(text: str) -> float:
-    """``--budget``'s seconds (:func:`parse_duration`), refused when no run could start, work
-    and stop within it."""
-    # (a run starts only with 2 x START_AND_STOP left, counted after the command's own start)
-    seconds, least = parse_duration(text), 2.5 * START_AND_STOP
-    if seconds < least:
-        raise ValueError(
-            f"--budget {text}: {seconds:g} s leaves no run time to start, work and stop (at "
-            f"least {least:.0f} s); give more, e.g. 10m or 2h (a plain number counts seconds)"
-        )
-    return seconds
-
-
-def parse_seeds(text: str) -> list[int]:
-    """``0-4`` or ``0,2,5`` (or both: ``0-2,7``) -> the seeds."""
-    seeds: list[int] = []
-    for part in filter(None, text.split(",")):
-        low, _, high = part.partition("-")
-        if not low.isdigit() or (high and not high.isdigit()):
-            raise ValueError(f"--seeds {text!r}: give seeds as 0-4 or 0,1,2 (non-negative)")
-        if high and int(high) < int(low):
-            raise ValueError(f"--seeds {text!r}: {part} counts down; give it as {high}-{low}")
-        seeds += range(int(low), int(high or low) + 1)
-    if not seeds or len(set(seeds)) != len(seeds):
-        raise ValueError(f"--seeds {text!r}: give each seed once (0-4 or 0,1,2)")
-    return seeds
-
-
 def stages(steps: int, stage: int | None) -> list[int]:
     """The step counts every run reaches in turn: all to ``stage``, then 2 x stage, ...,
     then ``steps`` (with no stage, straight to ``steps``)."""

@@ -135,6 +135,8 @@ def smoothed_table(settings: list[Setting], reference: Reference | None) -> str:
     beside the reference at the same step."""
     per = [cells(s.runs) for s in settings]
     steps = sorted({k for c in per for k, cell in c.items() if cell.smoothed() is not None})
+    if not steps:  # (as the paired table says it)
+        return "none yet: no run has been evaluated past the random steps"
     head = ["env steps", *(f"{s.label}, smoothed" for s in settings)]
     if reference is not None:
         head.append(f"{reference.label} (published)")
@@ -163,7 +165,7 @@ def _seed_values(cell: Cell) -> dict[int, float]:
     return {e.seed: e.ret for e in evals if e.seed is not None and seeds.count(e.seed) == 1}
 
 
-Overall = tuple[Summary, int, int]  # over seeds, and the first and last step compared
+Overall = tuple[Summary, int, int, float]  # over seeds, the first and last step, sign-flip p
 
 
 def paired(settings: list[Setting]) -> dict[str, tuple[dict[int, Summary], Overall | None]]:
@@ -184,7 +186,7 @@ def paired(settings: list[Setting]) -> dict[str, tuple[dict[int, Summary], Overa
             for seed in set(a) & set(b):
                 by_seed.setdefault(seed, []).append(b[seed] - a[seed])
         means = [float(np.mean(v)) for v in by_seed.values()]
-        overall = (summarize(means), min(diffs), max(diffs)) if means else None
+        overall = (summarize(means), min(diffs), max(diffs), sign_flip_p(means)) if means else None
         out[f"{s.label} − {settings[0].label}"] = (diffs, overall)
     return out
 
@@ -261,6 +263,18 @@ def _verdict(summary: Summary) -> str:
     return f": the interval excludes 0 ({'above' if low > 0 else 'below'} it)"
 
 
+def _test(p: float, n: int) -> str:
+    """The paired sign-flip test's p, and where it is the least that n seeds can give (2 of
+    the 2^n sign assignments are always as extreme as the one seen): a bootstrap interval
+    of few seeds is narrow (it covers ~79 % at n=4), and this says how little n can show."""
+    if n < 2:
+        return ""
+    least = 2 / 2**n
+    return f"; sign-flip p {p:.2g}" + (
+        f", the least {n} seeds can give" if p <= least * (1 + 1e-9) else ""
+    )
+
+
 def paired_text(settings: list[Setting]) -> str:
     """The paired table (a column per variant after the first) and its overall lines."""
     pairs = paired(settings)
@@ -274,11 +288,11 @@ def paired_text(settings: list[Setting]) -> str:
     lines = [_markdown(["env steps", *pairs], rows)]
     for label, (_, found) in pairs.items():
         if found is not None:
-            summary, first, last = found
+            summary, first, last, p = found
             lines.append(
                 f"{label}, each seed's mean difference over the steps both its runs reached "
                 f"after the random steps ({_span(first, last)}): {summary.text(signed=True)}"
-                f"{_verdict(summary)}"
+                f"{_verdict(summary)}{_test(p, summary.n)}"
             )
     base = settings[0].label
     for label, counts in paired_counts(settings).items():
