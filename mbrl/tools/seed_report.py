@@ -40,16 +40,25 @@ from mbrl.tools.stats import CONFIDENCE, COVERAGE, INTERVAL_SEEDS, RESAMPLES, SM
 CAMPAIGN = "seeds.json"  # a scripts/seeds.py campaign's folder holds it: its variants' order
 
 
+def campaign_variants(folder: str) -> list[Variant] | None:
+    """The variants of the seeds.py campaign in ``folder``, in its order; None where
+    ``folder`` holds no campaign's manifest."""
+    path = os.path.join(folder, CAMPAIGN)
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return [Variant(tuple(v)) for v in json.load(f).get("variants", [])]
+
+
 def campaign_order(settings: list[Setting], folder: str) -> list[Setting]:
     """``settings`` in the order of the variants of the seeds.py campaign in ``folder`` (its
     report's order, so that a paired difference has the report's sign); as they are where
     ``folder`` is no campaign. A setting's place is its first run's variant folder
     (``runs/<variant>/seed_<k>``); one outside the campaign's folders keeps its order, last."""
-    path = os.path.join(folder, CAMPAIGN)
-    if not os.path.isfile(path):
+    variants = campaign_variants(folder)
+    if variants is None:
         return settings
-    with open(path, encoding="utf-8") as f:
-        folders = [Variant(tuple(v)).folder for v in json.load(f).get("variants", [])]
+    folders = [v.folder for v in variants]
 
     def rank(s: Setting) -> int:
         variant = os.path.basename(os.path.dirname(os.path.abspath(s.runs[0].path)))
@@ -264,18 +273,20 @@ def report_only(out: str, report_dir: str, chosen: list[Job], report: Callable[[
     """--report-only: the report of the runs that have metrics; none at all is refused before
     anything is written (a wrong folder would otherwise replace a report with an empty one)."""
     have = [j for j in chosen if os.path.isfile(os.path.join(j.path, "metrics.jsonl"))]
-    empty = list(dict.fromkeys(j.variant.label for j in chosen if j not in have))
-    empty = [v for v in empty if not any(j.variant.label == v for j in have)]
-    empty = [v for v in empty if v not in _campaign_variants(out)]  # (theirs may be to come)
+    campaign = campaign_variants(out)
+    # (a variant of the campaign without metrics yet is reported without them: its runs may
+    # be to come; one neither in the campaign nor with runs is a mistake)
+    labels = [*(v.label for v in campaign or []), *(j.variant.label for j in have)]
+    known = list(dict.fromkeys(labels))
+    empty = [v for v in dict.fromkeys(j.variant.label for j in chosen) if v not in known]
     if not have or empty:
         where = os.path.join(out, "runs", "<variant>", "seed_<N>", "metrics.jsonl")
-        known = _campaign_variants(out) or list(dict.fromkeys(j.variant.label for j in have))
+        bare = f"; {out} holds no {CAMPAIGN}: not a campaign's folder" if campaign is None else ""
         what = (
-            f"{', '.join(empty)}: no such variant in {out} (its variants: "
-            f"{', '.join(known) or 'none'})"
-            if empty and (have or known)
+            f"{', '.join(empty)}: no such variant in {out} (its variants: {', '.join(known)})"
+            if empty and known
             else f"none of the {len(chosen)} runs asked for has metrics (each run's are read "
-            f"from {where}{_no_manifest(out)})"
+            f"from {where}{bare})"
         )
         print(f"error: --report-only: {what}; nothing was written", file=sys.stderr)
         return 2
@@ -286,22 +297,6 @@ def report_only(out: str, report_dir: str, chosen: list[Job], report: Callable[[
     print(said, file=sys.stderr)
     print(still_running([j.path for j in have]), file=sys.stderr, end="")
     return 0
-
-
-def _campaign_variants(out: str) -> list[str]:
-    """The labels of the variants ``out``'s manifest holds (none without one)."""
-    try:
-        with open(os.path.join(out, CAMPAIGN), encoding="utf-8") as f:
-            return [" ".join(v) or "base" for v in json.load(f)["variants"]]
-    except (OSError, ValueError, KeyError, TypeError):
-        return []
-
-
-def _no_manifest(out: str) -> str:
-    """``; ... holds no seeds.json`` where the folder is no campaign's."""
-    if os.path.isfile(os.path.join(out, CAMPAIGN)):
-        return ""
-    return f"; {out} holds no {CAMPAIGN}: not a campaign's folder"
 
 
 def report_header(

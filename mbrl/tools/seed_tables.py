@@ -263,7 +263,7 @@ def _verdict(summary: Summary) -> str:
     return f": the interval excludes 0 ({'above' if low > 0 else 'below'} it)"
 
 
-def _test(p: float, n: int) -> str:
+def _sign_flip_text(p: float, n: int) -> str:
     """The paired sign-flip test's p, and where it is the least that n seeds can give (2 of
     the 2^n sign assignments are always as extreme as the one seen): a bootstrap interval
     of few seeds is narrow (it covers ~79 % at n=4), and this says how little n can show."""
@@ -292,7 +292,7 @@ def paired_text(settings: list[Setting]) -> str:
             lines.append(
                 f"{label}, each seed's mean difference over the steps both its runs reached "
                 f"after the random steps ({_span(first, last)}): {summary.text(signed=True)}"
-                f"{_verdict(summary)}{_test(p, summary.n)}"
+                f"{_verdict(summary)}{_sign_flip_text(p, summary.n)}"
             )
     base = settings[0].label
     for label, counts in paired_counts(settings).items():
